@@ -1,0 +1,3 @@
+from koordinator.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Domain model shared by every role: constants, quantities, selectors, typed views."""

@@ -1,0 +1,1 @@
+"""The embedded, SQLite-backed, Kubernetes-compatible API server."""

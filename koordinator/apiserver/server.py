@@ -1,0 +1,243 @@
+"""The embedded API server process: listener, authentication, TLS, CRD preloading, kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import glob
+import hmac
+import ipaddress
+import logging
+import os
+import secrets
+import signal
+import ssl
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from koordinator.apiserver import errors
+from koordinator.apiserver.app import ApiServer, Options
+from koordinator.apiserver.http import HttpConnection, HttpServer, Request, Response
+from koordinator.apiserver.objects import load_yaml_documents
+from koordinator.apiserver.store import Store
+
+log = logging.getLogger("koordinator.apiserver")
+
+# Reachable without a token, as kube-apiserver lets anonymous clients read these.
+PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+
+
+@dataclass
+class ServerConfig:
+    """Settings of ``koordinator apiserver`` (each one a flag)."""
+
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 6443
+    token_file: str | None = None
+    tls: bool = False
+    crd_dirs: list[str] = field(default_factory=list)
+    kubeconfig_out: str | None = None
+    history_size: int = 50_000
+    pod_deletion: str = "immediate"
+    bookmark_interval: float = 60.0
+    max_body: int = 3 * 1024 * 1024
+    synchronous: str = "FULL"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_tokens(path: str) -> set[str]:
+    """Bearer tokens, one per line (a kube-apiserver token CSV's first column is accepted too)."""
+    tokens = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                tokens.add(line.split(",")[0].strip())
+    if not tokens:
+        raise ValueError(f"--token-file {path}: no token in the file")
+    return tokens
+
+
+def ensure_token_file(path: str) -> str:
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(secrets.token_urlsafe(32) + "\n")
+    return path
+
+
+class EmbeddedApiServer:
+    """Runs the API on an asyncio loop, in the foreground (``run``) or a background thread."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        if not is_loopback(config.host) and not config.token_file:
+            raise ValueError(f"--host {config.host}: binding to a non-loopback address requires --token-file")
+        self.config = config
+        os.makedirs(config.data_dir, exist_ok=True)
+        if config.token_file:
+            # Clients (client-go, kubectl) send bearer tokens only over HTTPS.
+            config.tls = True
+        elif config.tls:
+            # An HTTPS server is meant to be reached from elsewhere, and kubectl insists on credentials
+            # for https: generate a token once and keep it beside the database.
+            config.token_file = ensure_token_file(os.path.join(config.data_dir, "token"))
+        self.tokens = read_tokens(config.token_file) if config.token_file else None
+        self.store = Store(os.path.join(config.data_dir, "state.db"), history_size=config.history_size,
+                           synchronous=config.synchronous)
+        self.api = ApiServer(self.store, Options(pod_deletion=config.pod_deletion,
+                                                 bookmark_interval=config.bookmark_interval))
+        self.http = HttpServer(self._handle, max_body=config.max_body)
+        self.port = 0
+        self.ca_file: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped = asyncio.Event()
+        for directory in config.crd_dirs:
+            self.load_crds(directory)
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.config.tls else "http"
+        host = self.config.host if self.config.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}"
+
+    def load_crds(self, directory: str) -> int:
+        """Create or update the CRDs defined in ``directory``'s YAML files; returns how many."""
+        rt = self.api.registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        count = 0
+        paths = sorted(glob.glob(os.path.join(directory, "*.yaml")) + glob.glob(os.path.join(directory, "*.yml")))
+        if not os.path.isdir(directory):
+            raise ValueError(f"--crd-dir {directory}: not a directory")
+        for path in paths:
+            with open(path, "rb") as f:
+                docs = load_yaml_documents(f.read())
+            for doc in docs:
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = (doc.get("metadata") or {}).get("name", "")
+                try:
+                    if self.store.get(rt.storage_key, name) is None:
+                        self.api.create_object(rt, None, doc)
+                    else:
+                        self.api.update_object(rt, name, name, doc, None, {}, check_rv=False)
+                except errors.StatusError as err:
+                    raise ValueError(f"{path}: {err.message}") from None
+                count += 1
+        self.store.commit()
+        return count
+
+    def _handle(self, req: Request, conn: HttpConnection) -> None:
+        if self.tokens is not None and not req.path.startswith(PUBLIC_PATHS):
+            auth = req.header("authorization")
+            token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+            if not any(hmac.compare_digest(token, t) for t in self.tokens):
+                conn.respond(Response.error(errors.unauthorized()))
+                return
+        self.api.handle(req, conn)
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.config.tls:
+            return None
+        from koordinator.apiserver.tls import ensure_self_signed
+
+        cert, key = ensure_self_signed(self.config.data_dir, [self.config.host])
+        self.ca_file = cert
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        return ctx
+
+    async def start(self) -> str:
+        self._loop = asyncio.get_running_loop()
+        self.api.loop = self._loop
+        self._stopped = asyncio.Event()
+        self.port = await self.http.start(self.config.host, self.config.port, self._ssl_context())
+        self.api.options.server_address = f"{self.config.host}:{self.port}"
+        if self.config.kubeconfig_out:
+            self.write_kubeconfig(self.config.kubeconfig_out)
+        log.info("serving", extra={"url": self.url})
+        return self.url
+
+    async def stop(self) -> None:
+        await self.http.stop()
+        self.store.close()
+        self._stopped.set()
+
+    def write_kubeconfig(self, path: str, namespace: str | None = None) -> str:
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.ca_file:
+            with open(self.ca_file, "rb") as f:
+                cluster["certificate-authority-data"] = base64.b64encode(f.read()).decode()
+        user: dict[str, Any] = {}
+        if self.tokens:
+            user["token"] = sorted(self.tokens)[0]
+        context: dict[str, Any] = {"cluster": "koordinator", "user": "koordinator"}
+        if namespace:
+            context["namespace"] = namespace
+        config = {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "koordinator", "cluster": cluster}],
+            "users": [{"name": "koordinator", "user": user}],
+            "contexts": [{"name": "koordinator", "context": context}],
+            "current-context": "koordinator",
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            yaml.safe_dump(config, f, sort_keys=False)
+        os.replace(tmp, path)
+        return path
+
+    def run(self, on_ready=None) -> None:
+        """Serve in the foreground until SIGINT/SIGTERM."""
+
+        async def main() -> None:
+            url = await self.start()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._stopped.set)
+            if on_ready is not None:
+                on_ready(url)
+            await self._stopped.wait()
+            await self.stop()
+
+        asyncio.run(main())
+
+    def start_in_thread(self) -> str:
+        """Serve on a background thread (for tools and benchmarks in one process); returns the URL."""
+        ready = threading.Event()
+
+        def target() -> None:
+            async def main() -> None:
+                await self.start()
+                ready.set()
+                await self._stopped.wait()
+
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=target, name="apiserver", daemon=True)
+        self._thread.start()
+        if not ready.wait(30):
+            raise RuntimeError("the API server did not start within 30 s")
+        return self.url
+
+    def stop_thread(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self.stop(), self._loop)
+        fut.result(30)
+        self._thread.join(30)

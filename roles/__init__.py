@@ -1,0 +1,1 @@
+"""One package per role; each exposes ``register(runtime, options)``."""

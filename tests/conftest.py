@@ -1,0 +1,57 @@
+"""Fixtures: the embedded API server as a real subprocess, and clients talking to it over HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from typing import Iterator
+
+import pytest
+from kubernetes import client, config
+
+from tests.apiserver_process import ApiServerProcess
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerProcess]:
+    """One server for the session; tests isolate themselves with their own namespaces."""
+    server = ApiServerProcess(tmp_path_factory.mktemp("apiserver"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
+    """A server of the test's own (for restarts, flags and anything that changes global state)."""
+    server = ApiServerProcess(tmp_path / "server")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def api_client(apiserver: ApiServerProcess) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(apiserver: ApiServerProcess) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    apiserver.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": name}}, expect=201)
+    return name
