@@ -207,3 +207,50 @@ def test_dry_run_stores_nothing(apiserver, namespace):
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     apiserver.request("POST", path + "?dryRun=All", cm("dry"), expect=201)
     apiserver.request("GET", f"{path}/dry", expect=404)
+
+
+def test_null_metadata_is_an_empty_object_meta(apiserver, namespace):
+    status, body, _ = apiserver.request("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                                        raw=b"apiVersion: v1\nkind: ConfigMap\nmetadata: null\n",
+                                        headers={"Content-Type": "application/yaml"})
+    assert status == 422
+    assert [c["field"] for c in body["details"]["causes"]] == ["metadata.name"]
+
+
+def test_unknown_metadata_fields_are_named_not_a_crash(apiserver, namespace):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "status": {"x": 1}}}
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    status, body, _ = apiserver.request("POST", f"{path}?fieldValidation=Strict", cm)
+    assert status == 400 and 'unknown field "metadata.status"' in body["message"]
+    _, made, headers = apiserver.request("POST", path, cm, expect=201)
+    assert "status" not in made["metadata"] and 'unknown field \\"metadata.status\\"' in headers["warning"]
+
+
+def test_dry_run_create_ignores_a_resource_version(apiserver, namespace):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "observed", "resourceVersion": "42"}}
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    apiserver.request("POST", f"{path}?dryRun=All", cm, expect=201)
+    status, body, _ = apiserver.request("POST", path, cm)
+    assert status == 400 and body["message"] == "resourceVersion should not be set on objects to be created"
+
+
+def test_yaml_bodies_decode_like_go_yaml(apiserver, namespace):
+    doc = (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: yamlish}\n"
+           b"data: {bus: '0000:47:00.0'}\nbinaryData: {}\n")
+    apiserver.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", raw=doc,
+                      headers={"Content-Type": "application/yaml"}, expect=201)
+    # An unquoted PCI bus ID is a string to go-yaml, not a YAML 1.1 base-60 number.
+    quota = (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bus}\ndata:\n  bus: 0000:47:00.0\n"
+             b"  time: 12:30\n")
+    _, made, _ = apiserver.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", raw=quota,
+                                   headers={"Content-Type": "application/yaml"}, expect=201)
+    assert made["data"] == {"bus": "0000:47:00.0", "time": "12:30"}
+
+
+def test_kubectl_reports_kinds_the_server_does_not_serve(apiserver, namespace):
+    manifest = f"apiVersion: apps/v1\nkind: Pod\nmetadata: {{name: misplaced, namespace: {namespace}}}\n"
+    proc = apiserver.kubectl("apply", "--dry-run=server", "-f", "-", input=manifest, check=False)
+    assert proc.returncode != 0
+    assert 'no matches for kind "Pod" in version "apps/v1"' in proc.stderr
+    status, _, headers = apiserver.request("GET", "/openapi/v2")
+    assert status == 200 and headers["content-type"].startswith("application/com.github.proto-openapi.spec.v2")

@@ -152,5 +152,5 @@ def test_get_watch_streams_changes(apiserver, namespace):
 def test_kubectl_reports_server_errors(apiserver, namespace):
     proc = apiserver.kubectl("create", "configmap", "Bad_Name", "-n", namespace, check=False)
     assert proc.returncode != 0 and "Invalid" in proc.stderr and "Bad_Name" in proc.stderr
-    proc = apiserver.kubectl("get", "widgets", check=False)
-    assert proc.returncode != 0 and 'the server doesn\'t have a resource type "widgets"' in proc.stderr
+    proc = apiserver.kubectl("get", "gadgets", check=False)
+    assert proc.returncode != 0 and 'the server doesn\'t have a resource type "gadgets"' in proc.stderr

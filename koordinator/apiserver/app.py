@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import orjson
 
-from koordinator.apiserver import admission, builtin_defaults, builtin_validation, discovery, errors, patch, tables
+from koordinator.apiserver import admission, builtin_defaults, builtin_validation, discovery, errors, patch, protobuf, tables
 from koordinator.apiserver.http import HttpConnection, Request, Response
 from koordinator.apiserver.objects import generate_name, meta, new_uid, now_rfc3339, spec_part, load_yaml
 from koordinator.apiserver.resources import Registry, ResourceType
@@ -153,6 +153,11 @@ class ApiServer:
             return Response.json(200, discovery.openapi_v3_index(self.registry))
         if path.startswith("/openapi/v3/"):
             return self._openapi_doc(path[len("/openapi/v3/"):])
+        if path == "/openapi/v2":
+            # kubectl reads this only for kinds the v3 documents lack (to validate them client
+            # side): a valid, empty swagger document makes it fall through to the REST mapping,
+            # which then reports the kind as unknown just as with a real server.
+            return Response(200, b"", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
         route = self._route(path)
         if isinstance(route, Response):
             return route
@@ -267,7 +272,8 @@ class ApiServer:
     def decode(self, req: Request, rt: ResourceType | None) -> Any:
         ctype = req.header("content-type", "application/json").split(";")[0].strip().lower()
         if ctype.startswith("application/vnd.kubernetes.protobuf"):
-            raise errors.unsupported_media_type(ctype)
+            # client-go typed clients (most kubectl create generators) send built-in kinds so.
+            return protobuf.decode(req.body, rt.kind if rt else None, rt.version if rt else None)
         try:
             if ctype in ("application/yaml", "application/x-yaml", "text/yaml", APPLY_PATCH):
                 body = load_yaml(req.body)
@@ -311,7 +317,9 @@ class ApiServer:
         status, body, warnings = result if isinstance(result, tuple) else (code, result, [])
         headers = {}
         if warnings:
-            headers["Warning"] = ", ".join(f'299 - "{w}"' for w in warnings)
+            # RFC 7234 warn-text is a quoted-string: quotes and backslashes inside are escaped.
+            headers["Warning"] = ", ".join(
+                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
         if isinstance(body, Entry):
             return Response(status, self.present(rt, body), headers=headers)
         return Response.json(status, body, headers=headers)
@@ -527,6 +535,8 @@ class ApiServer:
                 f'({rt.api_version})')
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
+        if obj.get("metadata", {}) is None:
+            obj["metadata"] = {}  # Go decodes "metadata: null" as an empty ObjectMeta
         md = obj.get("metadata", {})
         if not isinstance(md, dict):
             raise errors.cannot_handle(rt.kind, rt.version, "json: cannot unmarshal into Go struct field "
@@ -541,9 +551,10 @@ class ApiServer:
         if strictness not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(
                 f'fieldValidation must be one of "Ignore", "Warn", or "Strict", got {strictness!r}')
-        unknown = [f"metadata.{k}" for k in obj["metadata"] if k not in OBJECT_META_FIELDS]
-        for k in unknown:
+        unknown_meta = [k for k in obj["metadata"] if k not in OBJECT_META_FIELDS]
+        for k in unknown_meta:
             del obj["metadata"][k]
+        unknown = [f"metadata.{k}" for k in unknown_meta]
         causes: list[dict[str, str]] = []
         if rt.crd is not None:
             result = rt.crd.process(rt.version, obj)
@@ -581,7 +592,8 @@ class ApiServer:
             md["namespace"] = namespace
         else:
             md.pop("namespace", None)
-        if md.get("resourceVersion"):
+        # The storage layer refuses this, so a dry run, which never reaches storage, does not.
+        if md.get("resourceVersion") and query.get("dryRun") != "All":
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         for k in SERVER_SET_META:
             md.pop(k, None)
@@ -673,6 +685,7 @@ class ApiServer:
             md.pop("namespace", None)
         md["resourceVersion"] = old_md["resourceVersion"]
         warnings = self._process(rt, obj, old, query)
+        md = obj["metadata"]  # schema processing may have rebuilt the object
         if old_md.get("deletionTimestamp"):
             added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
             if added:

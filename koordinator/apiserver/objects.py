@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import uuid
 from datetime import datetime, timezone
@@ -68,11 +69,21 @@ def set_condition(obj: Obj, cond: Obj) -> None:
 
 
 class _StringTimestampLoader(yaml.SafeLoader):
-    """YAML loader that leaves timestamps as strings, as Kubernetes' YAML decoding does."""
+    """YAML loader that resolves scalars as Kubernetes' YAML decoding (go-yaml) does.
+
+    Timestamps stay strings, and so do YAML 1.1 base-60 numbers: go-yaml has no sexagesimal
+    ints or floats, so a PCI bus ID such as ``0000:47:00.0`` must not become ``10020.0``.
+    """
+
+
+def _go_yaml_resolver(tag: str, rx: re.Pattern[str]) -> tuple[str, re.Pattern[str]]:
+    if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        return tag, re.compile(r"(?!.*:)" + rx.pattern, rx.flags)
+    return tag, rx
 
 
 _StringTimestampLoader.yaml_implicit_resolvers = {
-    k: [r for r in v if r[0] != "tag:yaml.org,2002:timestamp"]
+    k: [_go_yaml_resolver(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
     for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
