@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write manifests/crds/*.yaml (and its kustomization.yaml) from schemas/crds; --check fails if they differ.
+"""Write manifests/crds/*.yaml from schemas/crds (or, with --check, fail if they differ).
 
 Usage: python scripts/gen_crds.py [--check] [--out DIR]
 """
@@ -28,10 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "manifests" / "crds")
     args = parser.parse_args(argv)
     wanted = {name: render(crd) for name, crd in crd_manifests().items()}
-    # manifests/kustomization.yaml includes the directory, so a new kind needs no edit there.
-    wanted["kustomization.yaml"] = HEADER + yaml.safe_dump(
-        {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": sorted(wanted)},
-        sort_keys=False)
     present = {p.name: p.read_text() for p in args.out.glob("*.yaml")} if args.out.is_dir() else {}
     stale = sorted(n for n in present if n not in wanted)
     changed = sorted(n for n, text in wanted.items() if present.get(n) != text)
@@ -46,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / n).write_text(wanted[n])
     for n in stale:
         (args.out / n).unlink()
-    print(f"{len(wanted) - 1} CRDs in {args.out} ({len(changed)} written, {len(stale)} removed)")
+    print(f"{len(wanted)} CRDs in {args.out} ({len(changed)} written, {len(stale)} removed)")
     return 0
 
 
