@@ -78,6 +78,10 @@ class CRDSchema:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    @functools.cached_property
+    def engine(self) -> StructuralSchema:
+        return StructuralSchema(self.schema)
+
 
 @dataclass(frozen=True)
 class ConfigSchema:
@@ -92,6 +96,10 @@ class ConfigSchema:
     @property
     def encoding(self) -> str:
         return self.config.get("encoding", "json")
+
+    @functools.cached_property
+    def engine(self) -> StructuralSchema:
+        return StructuralSchema(self.schema)
 
 
 def schema_root() -> Path:
@@ -153,34 +161,32 @@ def _files(sub: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in (root / sub).rglob("*.yaml"))
 
 
+def _documents(sub: str, layout: str, extension: str) -> Iterable[tuple[str, tuple[str, ...], Obj]]:
+    """Each ``schemas/<sub>`` file as (path, the path's parts after ``sub`` with the stem last, doc)."""
+    depth = layout.count("/")
+    for rel in _files(sub):
+        parts = Path(rel).parts
+        if len(parts) != depth + 2:  # sub, the layout's folders, the file
+            raise SchemaNotFound(f"{rel}: expected {sub}/{layout}")
+        doc = load(rel)
+        if extension not in doc:
+            raise SchemaNotFound(f"{rel}: missing the {extension} block")
+        yield rel, (*parts[1:-1], Path(parts[-1]).stem), doc
+
+
 @functools.lru_cache(maxsize=None)
 def crd_schemas() -> tuple[CRDSchema, ...]:
     """Every served kind, from ``schemas/crds/<group>/<version>/<Kind>.yaml``."""
-    out = []
-    for rel in _files("crds"):
-        parts = Path(rel).parts
-        if len(parts) != 4:
-            raise SchemaNotFound(f"{rel}: expected crds/<group>/<version>/<Kind>.yaml")
-        doc = load(rel)
-        if CRD_EXTENSION not in doc:
-            raise SchemaNotFound(f"{rel}: missing the {CRD_EXTENSION} block")
-        out.append(CRDSchema(parts[1], parts[2], Path(parts[3]).stem, doc[CRD_EXTENSION], openapi_schema(doc), rel))
-    return tuple(out)
+    return tuple(CRDSchema(group, version, kind, doc[CRD_EXTENSION], openapi_schema(doc), rel)
+                 for rel, (group, version, kind), doc in _documents("crds", "<group>/<version>/<Kind>.yaml",
+                                                                    CRD_EXTENSION))
 
 
 @functools.lru_cache(maxsize=None)
 def config_schemas() -> tuple[ConfigSchema, ...]:
     """Every configuration document, from ``schemas/config/<name>/<version>.yaml``."""
-    out = []
-    for rel in _files("config"):
-        parts = Path(rel).parts
-        if len(parts) != 3:
-            raise SchemaNotFound(f"{rel}: expected config/<name>/<version>.yaml")
-        doc = load(rel)
-        if CONFIG_EXTENSION not in doc:
-            raise SchemaNotFound(f"{rel}: missing the {CONFIG_EXTENSION} block")
-        out.append(ConfigSchema(parts[1], Path(parts[2]).stem, doc[CONFIG_EXTENSION], openapi_schema(doc), rel))
-    return tuple(out)
+    return tuple(ConfigSchema(name, version, doc[CONFIG_EXTENSION], openapi_schema(doc), rel)
+                 for rel, (name, version), doc in _documents("config", "<name>/<version>.yaml", CONFIG_EXTENSION))
 
 
 def object_schema(api_version: str, kind: str) -> CRDSchema:
@@ -259,7 +265,8 @@ def validate_object(obj: Any) -> list[FieldError]:
     if not api_version or not kind:
         missing = [k for k, v in (("apiVersion", api_version), ("kind", kind)) if not v]
         return [FieldError(k, "Required value") for k in missing]
-    return validate(object_schema(api_version, kind).schema, obj)[1]
+    cs = object_schema(api_version, kind)
+    return _validate(cs.engine, cs.schema, obj)[1]
 
 
 def validate_config(name: str, document: Any, version: str | None = None) -> tuple[Any, list[FieldError]]:
@@ -274,12 +281,16 @@ def validate_config(name: str, document: Any, version: str | None = None) -> tup
             document = json.loads(document) if cs.encoding == "json" else yaml.safe_load(document)
         except (ValueError, yaml.YAMLError) as exc:
             return None, [FieldError("", f"{name} is not valid {cs.encoding.upper()}: {_parse_error(exc)}")]
-    return validate(cs.schema, document)
+    return _validate(cs.engine, cs.schema, document)
 
 
 def validate(schema: Obj, document: Any) -> tuple[Any, list[FieldError]]:
     """Prune-check, default and validate ``document`` against a resolved schema."""
-    result = _compiled(json.dumps(schema, sort_keys=True)).process(document)
+    return _validate(StructuralSchema(schema), schema, document)
+
+
+def _validate(engine: StructuralSchema, schema: Obj, document: Any) -> tuple[Any, list[FieldError]]:
+    result = engine.process(document)
     format_errors = _format_errors(schema, result.obj, "")
     format_paths = {e.path for e in format_errors}
     # A value our format check refuses is reported once, in its words ("not a valid quantity"),
@@ -296,11 +307,6 @@ def _parse_error(exc: Exception) -> str:
     if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
         return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
     return str(exc).splitlines()[0]
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(schema_json: str) -> StructuralSchema:
-    return StructuralSchema(json.loads(schema_json))
 
 
 def _format_errors(node: Any, value: Any, path: str) -> list[FieldError]:
