@@ -1,4 +1,9 @@
-"""``koordinator``: one executable for every role, the embedded API server and local tooling."""
+"""``koordinator``: one executable for every role, the embedded API server and local tooling.
+
+``koordinator --role=ROLE [flags]`` runs one component (see :mod:`koordinator.runtime.options` for
+the shared flags; a role package may add its own), ``koordinator apiserver`` the embedded API
+server, ``koordinator local`` a whole cluster on this machine (:mod:`koordinator.local`).
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,18 @@ import argparse
 import logging
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
-ROLES = ("manager", "scheduler", "koordlet", "descheduler", "device-daemon", "runtime-proxy")
+from roles import ROLE_PACKAGES
+
+# The role names; ``koordinator.runtime.options.ROLES`` is the same tuple. cli imports the runtime only
+# for the role path, so that ``koordinator apiserver`` starts without loading the client stack.
+ROLES = tuple(ROLE_PACKAGES)
+
+log = logging.getLogger("koordinator.cli")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,22 +113,110 @@ def _run_apiserver(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="koordinator", description="Koordinator: QoS-based co-location for Kubernetes.")
+    parser = _Parser(prog="koordinator", description="Koordinator: QoS-based co-location for Kubernetes.",
+                     epilog="`koordinator --role=ROLE --help` lists the flags of a role.")
     parser.add_argument("--role", choices=ROLES, help="run one Koordinator component")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_apiserver(sub)
+    from koordinator import local
+
+    local.add_parser(sub)
     return parser
 
 
+# -- koordinator --role=ROLE ---------------------------------------------------------------------
+
+def _role_from_argv(argv: list[str]) -> str | None:
+    """The ``--role`` value anywhere in ``argv`` (exit 2 naming the value if it is not a role)."""
+    pre = _Parser(prog="koordinator", add_help=False, allow_abbrev=False)
+    pre.add_argument("--role", choices=ROLES)
+    known, _ = pre.parse_known_args(argv)
+    return known.role
+
+
+def build_role_parser(role: str, module: ModuleType | None = None) -> argparse.ArgumentParser:
+    """The parser of ``koordinator --role=ROLE``: shared flags plus the role package's ``add_flags``."""
+    from koordinator.runtime.options import COMPONENTS, HelpFormatter, add_shared_flags
+
+    parser = _Parser(prog="koordinator", usage=f"koordinator --role={role} [flags]", allow_abbrev=False,
+                     description=f"Run {COMPONENTS[role]}.", formatter_class=HelpFormatter)
+    parser.add_argument("--role", choices=ROLES, required=True, help=f"the component to run (here: {role}; required)")
+    add_shared_flags(parser, role)
+    add_flags = getattr(module, "add_flags", None) if module is not None else None
+    if add_flags is not None:
+        add_flags(parser.add_argument_group(f"{role} flags"))
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr at ``level`` (debug|info|warning|error), one line per record."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
+    if level != "debug":
+        # The HTTP stack logs every retry and pool event at info/warning; our client reports what matters.
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def _make_runtime(options: Any) -> Any:
+    """The Runtime for ``options`` (a seam for tests of the dispatch)."""
+    from koordinator.runtime.runtime import Runtime
+
+    return Runtime(options)
+
+
+def run_role(role: str, argv: list[str]) -> int:
+    """Parse the role's flags, then register the role on a Runtime and run it until SIGTERM/SIGINT."""
+    import roles
+    from koordinator.runtime.options import OptionsError, options_from_args
+
+    module = roles.load(role)
+    parser = build_role_parser(role, module)
+    args = parser.parse_args(argv)
+    try:
+        options = options_from_args(args, role)
+    except OptionsError as err:
+        parser.error(str(err))
+    configure_logging(options.log_level)
+    if module is None:
+        sys.stderr.write(f"koordinator: role {role!r} is not implemented in this build yet\n")
+        return 1
+    try:
+        runtime = _make_runtime(options)
+    except Exception as err:  # no kubeconfig, unreadable config: one line, not a traceback
+        log.debug("building the runtime failed", exc_info=True)
+        sys.stderr.write(f"koordinator: error: {options.component}: {err}\n")
+        return 1
+    try:
+        module.register(runtime, options)
+    except Exception:
+        log.exception("role %s failed to register", role)
+        stop = getattr(runtime, "stop", None)
+        if stop is not None:
+            stop(options.graceful_shutdown_timeout)
+        return 1
+    from koordinator.runtime.configsource import ConfigError
+
+    try:
+        return int(runtime.run())
+    except (OSError, ConfigError) as err:  # a port in use, an invalid --config: one line naming it
+        log.debug("runtime failed", exc_info=True)
+        sys.stderr.write(f"koordinator: error: {options.component}: {err}\n")
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    role = _role_from_argv(argv)
+    if role is not None:
+        return run_role(role, argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     level = getattr(args, "log_level", "warning")
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
     if args.command == "apiserver":
         return _run_apiserver(args)
-    if args.role:
-        sys.stderr.write(f"koordinator: role {args.role!r} is not implemented yet\n")
-        return 2
+    if args.command == "local":
+        from koordinator import local
+
+        return local.run(args)
     parser.print_help()
     return 2

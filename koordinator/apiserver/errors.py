@@ -182,10 +182,12 @@ def unsupported_media_type(content_type: str) -> StatusError:
 
 
 def too_many_requests(message: str, retry_after: int, causes: list[dict[str, str]] | None = None) -> StatusError:
-    details: dict[str, Any] = {"retryAfterSeconds": retry_after}
+    """429; ``retry_after`` 0 sends no Retry-After (the answer is final, e.g. a budget that allows no disruption)."""
+    details: dict[str, Any] = {"retryAfterSeconds": retry_after} if retry_after > 0 else {}
     if causes:
         details["causes"] = causes
-    return StatusError(429, "TooManyRequests", message, details, {"Retry-After": str(retry_after)})
+    return StatusError(429, "TooManyRequests", message, details,
+                       {"Retry-After": str(retry_after)} if retry_after > 0 else None)
 
 
 def internal(message: str) -> StatusError:

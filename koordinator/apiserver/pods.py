@@ -127,7 +127,8 @@ class PodSubresources:
             if policy == "AlwaysAllow" or healthy >= desired > 0:
                 return self._delete(entry, name, options, dry_run)
         if status.get("disruptionsAllowed", 0) <= 0:
-            raise errors.too_many_requests(refused, 10, [{"reason": "DisruptionBudget", "message": (
+            # No Retry-After here (kube-apiserver sends one only while the budget is being processed).
+            raise errors.too_many_requests(refused, 0, [{"reason": "DisruptionBudget", "message": (
                 f"The disruption budget {pdb_name} needs {status.get('desiredHealthy', 0)} healthy pods and has "
                 f"{status.get('currentHealthy', 0)} currently")}])
         if dry_run:

@@ -1,0 +1,562 @@
+"""``koordinator local``: a whole Koordinator cluster on this machine, as one process tree.
+
+It starts ``koordinator apiserver`` (with our CRDs) as a child process, creates the
+``koordinator-system`` namespace and N simulated Nodes, then starts every role this build
+implements as a child ``koordinator --role=R`` against it, prints the kubeconfig and one status
+line per component (again whenever it changes), and on Ctrl-C or SIGTERM stops the roles
+(SIGTERM, then SIGKILL after ``--shutdown-timeout``), then the API server.
+
+Layout of the data directory (reused on restart: the nodes are kept, the CRDs refreshed)::
+
+    DIR/state.db        the API server's SQLite database
+    DIR/kubeconfig      for kubectl and the roles
+    DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
+    DIR/logs/NAME.log   each child's stdout and stderr
+
+Every child runs in its own session, so a Ctrl-C in the terminal reaches only this process and
+the shutdown order stays ours. A role that dies is reported on its status line; an API server
+that dies takes everything down with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+log = logging.getLogger("koordinator.local")
+
+NODE_PREFIX = "sim-node-"
+SIMULATED_LABEL = "koordinator.sh/simulated-node"
+SYSTEM_NAMESPACE = "koordinator-system"
+NODE_ROLES = ("koordlet", "device-daemon", "runtime-proxy")
+NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+# -- flags -----------------------------------------------------------------------------------------
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {value!r}: not an integer") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {port}: must be 0-65535 (0 picks a free port)")
+    return port
+
+
+def _node_count(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid node count {value!r}: not an integer") from None
+    if not 0 <= n <= 1000:
+        raise argparse.ArgumentTypeError(f"invalid node count {n}: must be 0-1000")
+    return n
+
+
+def _seconds(value: str) -> float:
+    from koordinator.runtime.options import parse_duration
+
+    return parse_duration(value)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``local`` subcommand to the ``koordinator`` parser (imports nothing heavy: apiserver uses it too)."""
+    p = sub.add_parser(
+        "local",
+        help="run the embedded API server, simulated nodes and every implemented role on this machine",
+        description="Run a whole Koordinator cluster on this machine: the embedded API server with the "
+                    "Koordinator CRDs, N simulated nodes and every role this build implements, each a child "
+                    "process. Ctrl-C stops everything.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--nodes", type=_node_count, default=3, metavar="N",
+                   help="simulated Nodes to create (sim-node-0 ...); kept across restarts")
+    p.add_argument("--data-dir", default=os.path.join(os.getcwd(), "koordinator-data"), metavar="DIR",
+                   help="database, kubeconfig, CRDs and logs")
+    p.add_argument("--port", type=_port, default=6443, help="API server port; 0 picks a free one")
+    p.add_argument("--shutdown-timeout", type=_seconds, default="30s", metavar="DURATION",
+                   help="on Ctrl-C, how long each child may take to exit before it is killed (30s, 1m, "
+                        "or plain seconds)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="log level of every child (their logs go to DATA_DIR/logs)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``koordinator local``."""
+    config = LocalConfig(data_dir=Path(args.data_dir).absolute(), nodes=args.nodes, port=args.port,
+                         log_level=args.log_level, shutdown_timeout=args.shutdown_timeout)
+    return LocalCluster(config).run()
+
+
+# -- child processes -------------------------------------------------------------------------------
+
+class ChildProcess:
+    """A child process in its own session; its stdout and stderr go, line by line, to ``log_path``.
+
+    ``on_line`` (if given) sees every output line, from the reader thread.
+    """
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, *,
+                 on_line: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.on_line = on_line
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+        self.last_line = ""
+        self._reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ if self.env is None else self.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        # Own session: a terminal's Ctrl-C goes to `local` alone, which then stops children in order.
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, errors="replace", env=env,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._copy_output, name=f"local-{self.name}-output", daemon=True)
+        self._reader.start()
+        log.debug("started name=%s pid=%d argv=%s", self.name, self.proc.pid, " ".join(self.argv))
+
+    def _copy_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with open(self.log_path, "a", encoding="utf-8") as out:
+            out.write(f"--- {_now()} {' '.join(self.argv)}\n")
+            out.flush()
+            for line in self.proc.stdout:
+                out.write(line)
+                out.flush()
+                stripped = line.rstrip("\n")
+                if stripped:
+                    self.last_line = stripped
+                if self.on_line is not None:
+                    self.on_line(stripped)
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self.proc.poll() if self.proc is not None else None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the child's whole process group."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout: float, hurry: threading.Event | None = None) -> int | None:
+        """Wait up to ``timeout`` seconds (less once ``hurry`` is set) for the exit code."""
+        if self.proc is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.proc.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline or (hurry is not None and hurry.is_set()):
+                    return None
+
+    def kill(self) -> int:
+        """SIGKILL the process group and reap the child."""
+        assert self.proc is not None
+        self.signal(signal.SIGKILL)
+        return self.proc.wait()
+
+    def close(self) -> None:
+        """After exit: kill what may remain of its process group, finish copying its output."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is not None:
+            self.signal(signal.SIGKILL)  # anything the child left behind in its group
+        if self._reader is not None:
+            self._reader.join(5.0)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def stop_children(children: list[ChildProcess], timeout: float, hurry: threading.Event | None = None) -> dict[str, int]:
+    """SIGTERM all of ``children`` at once, SIGKILL those still running after ``timeout``; name -> exit code."""
+    for child in children:
+        if child.poll() is None:
+            child.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    codes: dict[str, int] = {}
+    for child in children:
+        code = child.wait(max(0.0, deadline - time.monotonic()), hurry)
+        if code is None:
+            log.warning("child did not exit in time, killing name=%s pid=%s", child.name, child.pid)
+            code = child.kill()
+        child.close()
+        codes[child.name] = code
+    return codes
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the child binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# -- status lines ---------------------------------------------------------------------------------
+
+class StatusBoard:
+    """One line per component, printed when (and only when) its state changes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._lines: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, name: str, state: str, detail: str = "") -> None:
+        line = f"{name:<14} {state:<20} {detail}".rstrip()
+        with self._lock:
+            if self._lines.get(name) == line:
+                return
+            self._lines[name] = line
+            self.say(line)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+# -- the simulated cluster --------------------------------------------------------------------------
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_name(i: int) -> str:
+    return f"{NODE_PREFIX}{i}"
+
+
+def simulated_node(name: str) -> dict[str, Any]:
+    """A Node object (without status) for a simulated node."""
+    arch = _ARCH.get(platform.machine().lower(), platform.machine().lower() or "amd64")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": arch,
+                SIMULATED_LABEL: "true",
+            },
+        },
+        "spec": {},
+    }
+
+
+def simulated_node_status(name: str) -> dict[str, Any]:
+    """The status of a healthy simulated node: 32 CPUs, 128Gi, Ready."""
+    now = _now()
+    arch = simulated_node(name)["metadata"]["labels"]["kubernetes.io/arch"]
+
+    def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
+        return {"type": kind, "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+    return {
+        "capacity": dict(NODE_CAPACITY),
+        "allocatable": dict(NODE_CAPACITY),
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated node"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated node"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID", "simulated node"),
+            condition("Ready", "True", "KubeletReady", "simulated by koordinator local"),
+        ],
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+        "nodeInfo": {
+            "machineID": name, "systemUUID": name, "bootID": name,
+            "kernelVersion": platform.release(), "osImage": "koordinator simulated node",
+            "containerRuntimeVersion": "simulated://0", "kubeletVersion": "v1.32.0-sim",
+            "kubeProxyVersion": "v1.32.0-sim", "operatingSystem": "linux", "architecture": arch,
+        },
+    }
+
+
+def ensure_nodes(client: Any, count: int) -> list[str]:
+    """Create (or keep) ``sim-node-0..count-1``, mark them Ready, delete simulated nodes beyond ``count``."""
+    from koordinator.runtime.errors import AlreadyExists, NotFound
+
+    wanted = [node_name(i) for i in range(count)]
+    for name in wanted:
+        desired = simulated_node(name)
+        try:
+            client.create(desired)
+        except AlreadyExists:
+            current = client.get("Node", name)
+            labels = current.get("metadata", {}).get("labels") or {}
+            missing = {k: v for k, v in desired["metadata"]["labels"].items() if labels.get(k) != v}
+            if missing:
+                client.patch("Node", name, {"metadata": {"labels": missing}})
+        client.patch("Node", name, {"status": simulated_node_status(name)}, subresource="status")
+    existing = client.list("Node", label_selector=f"{SIMULATED_LABEL}=true").get("items") or []
+    for node in existing:
+        name = node["metadata"]["name"]
+        if name not in wanted:
+            try:
+                client.delete("Node", name)
+            except NotFound:
+                pass
+    return wanted
+
+
+def ensure_namespace(client: Any, name: str) -> None:
+    from koordinator.runtime.errors import AlreadyExists
+
+    try:
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except AlreadyExists:
+        pass
+
+
+def write_crds(directory: Path) -> int:
+    """Write every Koordinator CRD as YAML into ``directory`` (replacing older files); returns the count."""
+    import yaml
+
+    from koordinator.apis.schemas import crd_manifests
+
+    directory.mkdir(parents=True, exist_ok=True)
+    manifests = crd_manifests()
+    for stale in directory.glob("*.yaml"):
+        if stale.name not in manifests:
+            stale.unlink()
+    for name, crd in manifests.items():
+        tmp = directory / f".{name}.tmp"
+        tmp.write_text(yaml.safe_dump(crd, sort_keys=False), encoding="utf-8")
+        tmp.replace(directory / name)
+    return len(manifests)
+
+
+@dataclass
+class LocalConfig:
+    """Settings of ``koordinator local`` (each one a flag)."""
+
+    data_dir: Path
+    nodes: int = 3
+    port: int = 6443
+    log_level: str = "info"
+    shutdown_timeout: float = 30.0
+    roles: list[str] | None = None  # None: every implemented role
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    poll_interval: float = 0.5
+    # How to run `koordinator` (tests substitute a wrapper that adds role packages).
+    command: list[str] = field(default_factory=lambda: [sys.executable, "-m", "koordinator"])
+    apiserver_start_timeout: float = 60.0
+
+
+@dataclass
+class _Role:
+    role: str
+    child: ChildProcess
+    health_addr: str
+    exited: bool = False
+
+
+class LocalCluster:
+    """The API server, the simulated nodes and the roles, supervised until :meth:`request_stop`."""
+
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self.data_dir = config.data_dir
+        self.kubeconfig = self.data_dir / "kubeconfig"
+        self.board = StatusBoard(config.out)
+        self.apiserver: ChildProcess | None = None
+        self.url = ""
+        self.roles: list[_Role] = []
+        self._stop = threading.Event()
+        self._hurry = threading.Event()
+        self._serving = threading.Event()
+
+    def request_stop(self) -> None:
+        """Begin a clean shutdown; a second call makes it hurry (children are killed at once)."""
+        if self._stop.is_set():
+            self._hurry.set()
+        self._stop.set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.request_stop()
+
+    def run(self) -> int:
+        """Start everything, supervise until stopped, stop everything; the exit code."""
+        handlers: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handlers[sig] = signal.signal(sig, self._on_signal)
+        code = 1
+        try:
+            code = self._run()
+        finally:
+            try:
+                self._shutdown()
+            finally:
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
+        return code
+
+    def _run(self) -> int:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.board.say(f"koordinator local: data dir {self.data_dir} (logs in {self.data_dir / 'logs'})")
+        if not self._start_apiserver():
+            return 0 if self._stop.is_set() else 1
+        try:
+            self._prepare_cluster()
+        except Exception as err:
+            if self._stop.is_set():
+                return 0
+            log.debug("preparing the cluster failed", exc_info=True)
+            self.board.say(f"koordinator local: error: preparing the cluster failed: {err}")
+            return 1
+        if self._stop.is_set():
+            return 0
+        self._start_roles()
+        self.board.say("koordinator local: up; Ctrl-C stops everything")
+        return self._supervise()
+
+    def _start_apiserver(self) -> bool:
+        crd_dir = self.data_dir / "crds"
+        count = write_crds(crd_dir)
+        argv = [*self.config.command, "apiserver", "--data-dir", str(self.data_dir),
+                "--port", str(self.config.port), "--crd-dir", str(crd_dir),
+                "--kubeconfig-out", str(self.kubeconfig), "--log-level", self.config.log_level]
+        self.apiserver = ChildProcess("apiserver", argv, self.data_dir / "logs" / "apiserver.log",
+                                      on_line=self._apiserver_line)
+        self.board.set("apiserver", "starting", f"{count} CRDs")
+        self.apiserver.start()
+        deadline = time.monotonic() + self.config.apiserver_start_timeout
+        while not self._serving.wait(0.1):
+            code = self.apiserver.poll()
+            if code is not None:
+                self.apiserver.close()  # the last output lines are in by now
+                self.board.set("apiserver", f"exited (code {code})", self.apiserver.last_line)
+                return False
+            if self._stop.is_set():
+                return False
+            if time.monotonic() > deadline:
+                self.board.set("apiserver", "not ready", f"no answer within {self.config.apiserver_start_timeout:g}s; "
+                                                         f"see {self.apiserver.log_path}")
+                return False
+        self.board.set("apiserver", "ready", f"{self.url}  (pid {self.apiserver.pid})")
+        self.board.say(f"export KUBECONFIG={self.kubeconfig}")
+        return True
+
+    def _apiserver_line(self, line: str) -> None:
+        if not self._serving.is_set() and "serving at " in line:
+            self.url = line.rsplit(" ", 1)[1]
+            self._serving.set()
+
+    def _prepare_cluster(self) -> None:
+        from koordinator.runtime.client import Client
+
+        client = Client.from_kubeconfig(str(self.kubeconfig))
+        try:
+            ensure_namespace(client, SYSTEM_NAMESPACE)
+            names = ensure_nodes(client, self.config.nodes)
+        finally:
+            client.close()
+        if names:
+            shown = ", ".join(names) if len(names) <= 5 else f"{names[0]} .. {names[-1]}"
+            self.board.set("nodes", "ready", f"{len(names)} simulated: {shown}")
+        else:
+            self.board.set("nodes", "none", "--nodes 0")
+
+    def _start_roles(self) -> None:
+        import roles
+
+        wanted = self.config.roles if self.config.roles is not None else list(roles.ROLE_PACKAGES)
+        implemented = set(roles.implemented_roles())
+        for role in wanted:
+            if role not in implemented:
+                self.board.set(role, "not implemented yet")
+                continue
+            if role in NODE_ROLES and self.config.nodes == 0:
+                self.board.set(role, "not started", "no simulated node (--nodes 0)")
+                continue
+            metrics = f"127.0.0.1:{free_port()}"
+            health = f"127.0.0.1:{free_port()}"
+            argv = [*self.config.command, f"--role={role}", "--kubeconfig", str(self.kubeconfig),
+                    "--metrics-addr", metrics, "--health-addr", health, "--log-level", self.config.log_level]
+            if role in NODE_ROLES:
+                argv += ["--node-name", node_name(0)]
+            child = ChildProcess(role, argv, self.data_dir / "logs" / f"{role}.log")
+            child.start()
+            self.roles.append(_Role(role, child, health))
+            self.board.set(role, "starting", f"pid {child.pid}, health http://{health}")
+
+    def _supervise(self) -> int:
+        assert self.apiserver is not None
+        while not self._stop.wait(self.config.poll_interval):
+            code = self.apiserver.poll()
+            if code is not None:
+                self.apiserver.close()
+                self.board.set("apiserver", f"exited (code {code})", self.apiserver.last_line)
+                self.board.say("koordinator local: the API server died; stopping everything")
+                return 1
+            for role in self.roles:
+                self._check_role(role)
+        return 0
+
+    def _check_role(self, role: _Role) -> None:
+        from koordinator.runtime.servers import probe
+
+        if role.exited:
+            return
+        code = role.child.poll()
+        if code is not None:
+            role.exited = True
+            role.child.close()
+            self.board.set(role.role, f"exited (code {code})",
+                           f"{role.child.last_line}  [log: {role.child.log_path}]".strip())
+            return
+        try:
+            status, body = probe(role.health_addr, "/readyz", timeout=1.0)
+        except OSError:
+            self.board.set(role.role, "starting", f"pid {role.child.pid}, health http://{role.health_addr}")
+            return
+        if status == 200:
+            self.board.set(role.role, "ready", f"pid {role.child.pid}, health http://{role.health_addr}")
+        else:
+            failing = [line[3:] for line in body.splitlines() if line.startswith("[-]")]
+            self.board.set(role.role, "not ready", "; ".join(failing) or f"HTTP {status}")
+
+    def _shutdown(self) -> None:
+        running = [r.child for r in self.roles if r.child.proc is not None and not r.exited]
+        if running or (self.apiserver is not None and self.apiserver.proc is not None):
+            self.board.say("koordinator local: stopping")
+        if running:
+            for name, code in stop_children(running, self.config.shutdown_timeout, self._hurry).items():
+                self.board.set(name, "stopped", f"exit code {code}")
+        for r in self.roles:
+            if r.exited:
+                r.child.close()
+        if self.apiserver is not None and self.apiserver.proc is not None:
+            if self.apiserver.poll() is None:
+                code = stop_children([self.apiserver], self.config.shutdown_timeout, self._hurry)["apiserver"]
+                self.board.set("apiserver", "stopped", f"exit code {code}")
+            else:
+                self.apiserver.close()
