@@ -14,6 +14,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from koordinator.runtime.options import port, positive_int
 from roles import ROLE_PACKAGES
 
 # The role names; ``koordinator.runtime.options.ROLES`` is the same tuple. cli imports the runtime only
@@ -33,26 +34,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {value!r}: not an integer") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {port}: must be 0-65535 (0 picks a free port)")
-    return port
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid value {value!r}: not an integer") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"invalid value {n}: must be positive")
-    return n
-
-
 def _add_apiserver(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "apiserver",
@@ -65,7 +46,7 @@ def _add_apiserver(sub: argparse._SubParsersAction) -> None:
                    help="directory for the database (and the generated TLS certificate)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; anything but loopback requires --token-file")
-    p.add_argument("--port", type=_port, default=6443, help="port to bind; 0 picks a free one")
+    p.add_argument("--port", type=port, default=6443, help="port to bind; 0 picks a free one")
     p.add_argument("--token-file", default=None,
                    help="file of accepted bearer tokens, one per line; requests without one get 401; implies "
                         "--tls (clients send tokens over HTTPS only)")
@@ -75,7 +56,7 @@ def _add_apiserver(sub: argparse._SubParsersAction) -> None:
                    help="create/update the CRDs in DIR's YAML files at start (repeatable)")
     p.add_argument("--kubeconfig-out", default=None, metavar="PATH",
                    help="write a kubeconfig for this server to PATH (default: DATA_DIR/kubeconfig)")
-    p.add_argument("--watch-history", type=_positive_int, default=50_000, metavar="N",
+    p.add_argument("--watch-history", type=positive_int, default=50_000, metavar="N",
                    help="events kept for watches that resume from a resourceVersion; older ones get 410 Expired")
     p.add_argument("--pod-deletion", choices=("immediate", "graceful"), default="immediate",
                    help="immediate: pods are removed at once (no kubelet runs here); graceful: bound pods get a "

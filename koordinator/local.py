@@ -36,6 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from koordinator.runtime.options import parse_duration, port
+
 log = logging.getLogger("koordinator.local")
 
 NODE_PREFIX = "sim-node-"
@@ -48,16 +50,6 @@ _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm6
 
 # -- flags -----------------------------------------------------------------------------------------
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid port {value!r}: not an integer") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {port}: must be 0-65535 (0 picks a free port)")
-    return port
-
-
 def _node_count(value: str) -> int:
     try:
         n = int(value)
@@ -66,12 +58,6 @@ def _node_count(value: str) -> int:
     if not 0 <= n <= 1000:
         raise argparse.ArgumentTypeError(f"invalid node count {n}: must be 0-1000")
     return n
-
-
-def _seconds(value: str) -> float:
-    from koordinator.runtime.options import parse_duration
-
-    return parse_duration(value)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -88,8 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="simulated Nodes to create (sim-node-0 ...); kept across restarts")
     p.add_argument("--data-dir", default=os.path.join(os.getcwd(), "koordinator-data"), metavar="DIR",
                    help="database, kubeconfig, CRDs and logs")
-    p.add_argument("--port", type=_port, default=6443, help="API server port; 0 picks a free one")
-    p.add_argument("--shutdown-timeout", type=_seconds, default="30s", metavar="DURATION",
+    p.add_argument("--port", type=port, default=6443, help="API server port; 0 picks a free one")
+    p.add_argument("--shutdown-timeout", type=parse_duration, default="30s", metavar="DURATION",
                    help="on Ctrl-C, how long each child may take to exit before it is killed (30s, 1m, "
                         "or plain seconds)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),

@@ -29,6 +29,7 @@ from koordinator.runtime.options import (
     parse_feature_gates,
 )
 from koordinator.runtime.servers import ProbeServer, probe, run_checks
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_ROLES = list(roles.ROLE_PACKAGES)
@@ -297,16 +298,6 @@ def register(runtime, options):
 
     runtime.add_runnable("fake-work", work)
 '''
-
-
-def wait_until(pred, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(interval)
-    return pred()
 
 
 def _free_port() -> int:
@@ -583,7 +574,8 @@ def test_run_checks_formats_like_kubernetes():
 def test_cli_module_does_not_load_the_runtime_for_apiserver(tmp_path):
     """`koordinator apiserver` must not pay for importing the client stack."""
     code = ("import sys; from koordinator import cli; cli.build_parser(); "
-            "print(sorted(m for m in sys.modules if m.startswith(('koordinator.runtime', 'kubernetes'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('koordinator.runtime.client', "
+            "'koordinator.runtime.runtime', 'kubernetes'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr

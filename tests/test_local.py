@@ -20,6 +20,7 @@ import roles
 from koordinator import local
 from koordinator.local import ChildProcess, LocalCluster, LocalConfig, stop_children
 from koordinator.runtime.client import Client
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,16 +40,6 @@ def processes_mentioning(text: str) -> list[tuple[int, str]]:
         if text in cmdline and state != "Z":
             found.append((int(entry), cmdline))
     return found
-
-
-def wait_until(pred, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(interval)
-    return pred()
 
 
 class LocalProcess:

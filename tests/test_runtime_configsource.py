@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -20,21 +20,11 @@ from koordinator.runtime.client import Client
 from koordinator.runtime.configsource import ConfigError, ConfigMapSource, FileConfigSource
 from koordinator.runtime.events import EventRecorder
 from koordinator.runtime.metrics import RuntimeMetrics
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULER_CONFIG = yaml.safe_load((REPO / "manifests/config/koord-scheduler-config.yaml").read_text())["data"][
     "koord-scheduler-config"]
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
 
 
 class KubeletVolume:

@@ -12,17 +12,9 @@ import pytest
 from koordinator.runtime.controller import Controller, Result, TerminalError
 from koordinator.runtime.metrics import RuntimeMetrics
 from koordinator.runtime.ratelimit import ItemExponentialRateLimiter
+from tests.waiting import wait_until
 
 WAIT = 10.0
-
-
-def wait_until(pred, timeout=WAIT, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 class Recorder:

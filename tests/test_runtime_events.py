@@ -15,17 +15,7 @@ from kubernetes import client as k8s_client
 from koordinator.runtime.client import Client
 from koordinator.runtime.events import COMBINED_PREFIX, EventRecorder
 from koordinator.runtime.metrics import RuntimeMetrics
-
-
-def wait_until(pred: Callable[[], object], timeout: float = 20.0, interval: float = 0.05) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+from tests.waiting import wait_until
 
 
 @pytest.fixture

@@ -185,26 +185,31 @@ def test_label_selector_change_delivers_delete_and_add(client, namespace):
         factory.stop()
 
 
-def test_survives_server_restart(fresh_apiserver, tmp_path):
-    server = fresh_apiserver.start()
+def own_server(fresh_apiserver, ns: str, pods: int, *flags: str) -> tuple[Any, Client, SharedInformer, View]:
+    """A server of the test's own with ``pods`` pods in ``ns``, and a started, synced informer on them."""
+    server = fresh_apiserver.start(*flags)
     c = Client.from_kubeconfig(str(server.kubeconfig), qps=0)
-    ns = "restart"
     server.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}, expect=201)
-    for i in range(10):
+    for i in range(pods):
         c.create(pod(f"p{i}", ns))
     informer = SharedInformer(c, "Pod", namespace=ns)
-    # A short read timeout so the reflector notices the dead server quickly.
     view = View(informer)
     informer.start()
+    assert informer.wait_for_sync(10)
+    wait_until(view.registration.has_synced)
+    return server, c, informer, view
+
+
+def test_survives_server_restart(fresh_apiserver):
+    server, c, informer, view = own_server(fresh_apiserver, "restart", 10)
     try:
-        assert informer.wait_for_sync(10)
-        mixed_writes(c, ns, 100, seed=1)
+        mixed_writes(c, "restart", 100, seed=1)
         port = server.port
         server.stop()
         server.start(port=port)
-        mixed_writes(c, ns, 100, seed=2)
-        c.delete("Pod", "p0", ns) if "p0" in server_state(c, ns) else None
-        wait_until(lambda: converged(c, informer, view, ns), timeout=30, message="no convergence after restart")
+        mixed_writes(c, "restart", 100, seed=2)
+        wait_until(lambda: converged(c, informer, view, "restart"), timeout=30,
+                   message="no convergence after restart")
     finally:
         informer.stop()
         c.close()
@@ -212,18 +217,9 @@ def test_survives_server_restart(fresh_apiserver, tmp_path):
 
 def test_relists_after_410_and_reports_missed_deletes_as_tombstones(fresh_apiserver):
     # A history of 5 events: a watcher that falls further behind than that must relist.
-    server = fresh_apiserver.start("--watch-history", "5")
-    c = Client.from_kubeconfig(str(server.kubeconfig), qps=0)
     ns = "gone"
-    server.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}, expect=201)
-    for i in range(5):
-        c.create(pod(f"p{i}", ns))
-    informer = SharedInformer(c, "Pod", namespace=ns)
-    view = View(informer)
-    informer.start()
+    _, c, informer, view = own_server(fresh_apiserver, ns, 5, "--watch-history", "5")
     try:
-        assert informer.wait_for_sync(10)
-        wait_until(view.registration.has_synced)
         # Hold the informer's delivery (as a stalled consumer would) while the server moves on past
         # its history, then cut the stream: the reflector resumes from a resourceVersion it no
         # longer has and gets 410.

@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
@@ -20,22 +19,11 @@ from koordinator.runtime.client import Client
 from koordinator.runtime.leaderelection import LeaderElector, micro_time
 from koordinator.runtime.options import default_identity
 from tests.tcp_proxy import TcpProxy
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``pred`` until it returns something truthy (returned); fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def get_lease(apiserver, ns: str, name: str) -> dict | None:

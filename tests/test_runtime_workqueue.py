@@ -17,17 +17,9 @@ from koordinator.runtime.ratelimit import (
     default_controller_rate_limiter,
 )
 from koordinator.runtime.workqueue import WorkQueue
+from tests.waiting import wait_until
 
 WAIT = 10.0  # generous: a loaded 2-core CI machine
-
-
-def wait_until(pred, timeout=WAIT, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def sample(q: WorkQueue, metric: str, **extra):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 WAIT = 20.0
 
 
-def wait_until(pred: Callable[[], object], timeout: float = WAIT, interval: float = 0.01,
-               message: str = "") -> None:
-    """Return once ``pred()`` is truthy; AssertionError (with ``message``) after ``timeout`` seconds."""
+def wait_until(pred: Callable[[], Any], timeout: float = WAIT, message: str = "", interval: float = 0.01) -> Any:
+    """Return ``pred()``'s first truthy value; AssertionError naming ``message`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not pred():
+    while True:
+        value = pred()
+        if value:
+            return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s" + (f": {message}" if message else ""))
+            raise AssertionError(f"timed out after {timeout}s" + (f" waiting for {message}" if message else ""))
         time.sleep(interval)

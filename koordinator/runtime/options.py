@@ -267,13 +267,25 @@ def _non_negative_float(value: str) -> float:
     return n
 
 
-def _positive_int(value: str) -> int:
+def positive_int(value: str) -> int:
+    """argparse type: an integer > 0."""
     try:
         n = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid value {value!r}: not an integer") from None
     if n <= 0:
         raise argparse.ArgumentTypeError(f"invalid value {value!r}: must be positive")
+    return n
+
+
+def port(value: str) -> int:
+    """argparse type: a TCP port, 0 meaning "pick a free one"."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {value!r}: not an integer") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {n}: must be 0-65535 (0 picks a free port)")
     return n
 
 
@@ -352,7 +364,7 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
                        help=f"the Node this agent runs on (default: $NODE_NAME, now {env or 'unset'!s})")
     g.add_argument("--kube-api-qps", type=_non_negative_float, default=20.0, metavar="QPS",
                    help="client-side limit on API requests per second; 0 means unlimited (default: %(default)s)")
-    g.add_argument("--kube-api-burst", type=_positive_int, default=30, metavar="N",
+    g.add_argument("--kube-api-burst", type=positive_int, default=30, metavar="N",
                    help="requests allowed above --kube-api-qps in a burst (default: %(default)s)")
     g.add_argument("--graceful-shutdown-timeout", type=parse_duration, default=30.0, metavar="DURATION",
                    help="on SIGTERM/SIGINT, how long to let in-flight work finish before exiting (default: 30s)")
