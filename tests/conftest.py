@@ -11,6 +11,7 @@ from typing import Iterator
 import pytest
 from kubernetes import client, config
 
+from koordinator.runtime.client import Client
 from tests.apiserver_process import ApiServerProcess
 
 
@@ -42,6 +43,16 @@ def api_client(apiserver: ApiServerProcess) -> Iterator[client.ApiClient]:
         yield api
     finally:
         api.close()
+
+
+@pytest.fixture(name="client")
+def runtime_client(apiserver: ApiServerProcess) -> Iterator[Client]:
+    """The runtime's client for the session server, unthrottled (tests make bursts of requests)."""
+    c = Client.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 @pytest.fixture

@@ -19,15 +19,6 @@ from tests.test_runtime_informer import pod
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def client(apiserver) -> Iterator[Client]:
-    c = Client.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 def test_crud_and_typed_errors(client, namespace):
     created = client.create(pod("a", namespace))
     assert created["metadata"]["uid"]

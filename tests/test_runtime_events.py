@@ -19,15 +19,6 @@ from tests.waiting import wait_until
 
 
 @pytest.fixture
-def client(apiserver) -> Iterator[Client]:
-    c = Client.from_kubeconfig(str(apiserver.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
 def make_recorder(client) -> Iterator[Callable[..., EventRecorder]]:
     made: list[EventRecorder] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,15 +14,6 @@ from koordinator.runtime.client import Client
 from koordinator.runtime.controller import Controller
 from koordinator.runtime.informer import DeletedFinalStateUnknown, InformerFactory, SharedInformer
 from tests.waiting import wait_until
-
-
-@pytest.fixture
-def client(apiserver) -> Iterator[Client]:
-    c = Client.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def pod(name: str, ns: str, labels: dict[str, str] | None = None, node: str | None = None) -> dict[str, Any]:

@@ -36,15 +36,6 @@ def lease_spec(apiserver, ns: str, name: str) -> dict:
     return (lease or {}).get("spec") or {}
 
 
-@pytest.fixture
-def client(apiserver):
-    c = Client.from_kubeconfig(str(apiserver.kubeconfig))
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 # -- in-process electors ---------------------------------------------------------------------------
 
 class Candidate:
