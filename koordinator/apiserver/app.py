@@ -12,11 +12,12 @@ import base64
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 import orjson
 
-from koordinator.apiserver import admission, builtin_defaults, builtin_validation, discovery, errors, patch, protobuf, tables
+from koordinator.apiserver import (admission, builtin_defaults, builtin_validation, discovery, errors, patch, protobuf,
+                                   tables, webhooks)
 from koordinator.apiserver.http import HttpConnection, Request, Response
 from koordinator.apiserver.objects import generate_name, meta, new_uid, now_rfc3339, spec_part, load_yaml
 from koordinator.apiserver.resources import Registry, ResourceType
@@ -42,6 +43,13 @@ OBJECT_META_FIELDS = {
 }
 SERVER_SET_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation",
                    "selfLink")
+# A write that saw its object change while webhooks were called starts over (GuaranteedUpdate's retry).
+MAX_WRITE_ATTEMPTS = 5
+ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+
+# A write in steps: a generator that yields the webhook calls it needs (``webhooks.Call``), is sent
+# back their outcome (the mutated object, or None), and returns the write's result.
+Steps = Generator[webhooks.Call, Any, Any]
 
 
 @dataclass
@@ -65,6 +73,35 @@ class Route:
     sub: str | None
 
 
+class _Stale(Exception):
+    """The object changed while the write waited for webhooks: the write starts over."""
+
+    def __init__(self, rt: ResourceType, name: str) -> None:
+        super().__init__(name)
+        self.rt = rt
+        self.name = name
+
+
+class _AdmittedWrites:
+    """The server as ``apply.server_side_apply`` sees it on a client request: its create and update
+    return write steps that call admission webhooks (see ``ApiServer._write``)."""
+
+    def __init__(self, app: "ApiServer") -> None:
+        self._app = app
+        self.store = app.store
+
+    def create_object(self, rt: ResourceType, namespace: str | None, obj: Any,
+                      query: dict[str, str] | None = None) -> Steps:
+        return self._app._create_steps(rt, namespace, obj, query or {}, admit=True)
+
+    def _apply_update(self, rt: ResourceType, entry: Entry, old: Obj, obj: Obj, sub: str | None,
+                      query: dict[str, str]) -> Steps:
+        return self._app._update_steps(rt, entry, old, obj, sub, query, admit=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app, name)
+
+
 class ApiServer:
     """The API: owns the registry and the store; ``handle`` serves one HTTP request."""
 
@@ -75,6 +112,10 @@ class ApiServer:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._commit_scheduled = False
         self._post_commit_hooks: list[Callable[[], None]] = []
+        self.webhooks = webhooks.Webhooks(store)
+        # Who sent the request being dispatched (AdmissionReview userInfo).
+        self._user: dict[str, Any] = ANONYMOUS
+        self._pending_writes: set[asyncio.Task] = set()
         # Imported here: these modules call back into the server.
         from koordinator.apiserver import crds, pods
 
@@ -128,7 +169,9 @@ class ApiServer:
 
     # -- HTTP entry point ------------------------------------------------------
 
-    def handle(self, req: Request, conn: HttpConnection) -> None:
+    def handle(self, req: Request, conn: HttpConnection, user: dict[str, Any] | None = None) -> None:
+        """Serve one request; ``user`` is the authenticated user (AdmissionReview userInfo)."""
+        self._user = user or ANONYMOUS
         try:
             result = self.dispatch(req, conn)
         except errors.StatusError as err:
@@ -226,7 +269,10 @@ class ApiServer:
             pod_name = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("name")
             if not pod_name:
                 raise errors.invalid("Binding", "", "", [errors.required("metadata.name")])
-            return self.pods.bind(route.namespace, pod_name, body, req.query)
+            namespace = route.namespace
+            return self._write(req, conn, rt, self._connect_steps(
+                req, rt, None, namespace, pod_name, body, {"group": "", "version": "v1", "kind": "Binding"},
+                lambda b: self.pods.bind(namespace, pod_name, b, req.query)))
         if route.name is None:
             if method == "GET":
                 if req.query.get("watch") in ("1", "true"):
@@ -236,35 +282,41 @@ class ApiServer:
             if method == "POST":
                 if rt.namespaced and route.namespace is None:
                     raise errors.method_not_allowed("POST", rt.plural)
-                return self._respond_object(req, rt, self.create_object(rt, route.namespace, self.decode(req, rt),
-                                                                        req.query), 201)
+                body = self.decode(req, rt)
+                return self._write(req, conn, rt, self._create_steps(rt, route.namespace, body, req.query, admit=True),
+                                   201)
             if method == "DELETE":
-                return self.delete_collection(req, rt, route.namespace)
+                return self._write(req, conn, rt, self._delete_collection_steps(req, rt, route.namespace))
             raise errors.method_not_allowed(method, rt.plural)
         key = object_key(route.namespace if rt.namespaced else None, route.name)
         if route.sub in ("binding", "eviction"):
             if method != "POST":
                 raise errors.method_not_allowed(method, f"{rt.plural}/{route.sub}")
             body = self.decode(req, None)
+            namespace, name = route.namespace, route.name
             if route.sub == "binding":
-                return self.pods.bind(route.namespace, route.name, body, req.query)
-            return self.pods.evict(route.namespace, route.name, body, req.query)
+                kind, perform = {"group": "", "version": "v1", "kind": "Binding"}, self.pods.bind
+            else:
+                kind, perform = {"group": "policy", "version": "v1", "kind": "Eviction"}, self.pods.evict
+            return self._write(req, conn, rt, self._connect_steps(
+                req, rt, route.sub, namespace, name, body, kind, lambda b: perform(namespace, name, b, req.query)))
         if route.sub == "scale":
             return self.scale(req, rt, key, route)
         if method == "GET":
             entry = self._get(rt, key, route.name)
             return self._respond_entry(req, rt, entry)
-        if method == "PUT":
-            body = self.decode(req, rt)
-            return self._respond_object(req, rt, self.update_object(rt, key, route.name, body, route.sub, req.query))
+        name = route.name
+        if method in ("PUT", "POST") and (method == "PUT" or route.sub == "finalize"):
+            sub = route.sub if method == "PUT" else "finalize"
+            # Each attempt decodes the body afresh: an attempt modifies the object it works on.
+            return self._write(req, conn, rt, self._retrying(
+                lambda: self._put_steps(rt, key, name, self.decode(req, rt), sub, req.query, admit=True)))
         if method == "PATCH":
-            return self._respond_object(req, rt, self.patch_object(req, rt, route, key))
+            return self._write(req, conn, rt, self._retrying(lambda: self._patch_steps(req, rt, route, key, True)))
         if method == "DELETE":
             options = self.decode(req, None) if req.body.strip() else {}
-            return self._respond_object(req, rt, self.delete_object(rt, key, route.name, options or {}, req.query))
-        if method == "POST" and route.sub == "finalize":
-            body = self.decode(req, rt)
-            return self._respond_object(req, rt, self.update_object(rt, key, route.name, body, "finalize", req.query))
+            return self._write(req, conn, rt, self._retrying(
+                lambda: self._delete_steps(rt, key, name, options or {}, req.query, admit=True)))
         raise errors.method_not_allowed(method, rt.plural)
 
     # -- encoding --------------------------------------------------------------
@@ -312,14 +364,18 @@ class ApiServer:
             return Response.json(200, self._table(req, rt, [entry.obj()], {"resourceVersion": str(entry.rv)}))
         return Response(200, self.present(rt, entry))
 
+    @staticmethod
+    def _warning_headers(warnings: list[str]) -> dict[str, str]:
+        if not warnings:
+            return {}
+        # RFC 7234 warn-text is a quoted-string: quotes and backslashes inside are escaped.
+        return {"Warning": ", ".join(
+            '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in dict.fromkeys(warnings))}
+
     def _respond_object(self, req: Request, rt: ResourceType, result: tuple[int, Any, list[str]] | Any,
                         code: int = 200) -> Response:
         status, body, warnings = result if isinstance(result, tuple) else (code, result, [])
-        headers = {}
-        if warnings:
-            # RFC 7234 warn-text is a quoted-string: quotes and backslashes inside are escaped.
-            headers["Warning"] = ", ".join(
-                '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
+        headers = self._warning_headers(warnings)
         if isinstance(body, Entry):
             return Response(status, self.present(rt, body), headers=headers)
         return Response.json(status, body, headers=headers)
@@ -498,6 +554,110 @@ class ApiServer:
         self.store.after_commit(begin)
 
     # -- writes ----------------------------------------------------------------
+    #
+    # Client writes run as steps (see ``Steps``): they yield where admission webhooks must be
+    # called, and only when some webhook matches. ``_write`` drives them: to the end at once when
+    # nothing is called (the usual case, no extra cost), else on a task of the event loop that
+    # awaits the calls (made on worker threads) and continues the write after each. The server's
+    # own writes (bootstrap, namespace cleanup, eviction's delete) run with ``admit=False`` and
+    # never yield (``_run``).
+
+    def _write(self, req: Request, conn: HttpConnection, rt: ResourceType, steps: Steps,
+               code: int = 200) -> Response | None:
+        """Run a client write: its response now, or None when it continues after webhook calls."""
+        try:
+            call = next(steps)
+        except StopIteration as done:
+            return self._write_response(req, rt, done.value, code, [])
+        assert self.loop is not None
+        task = self.loop.create_task(self._write_async(req, conn, rt, steps, call, code, self._user))
+        self._pending_writes.add(task)
+        task.add_done_callback(self._pending_writes.discard)
+        return None
+
+    async def _write_async(self, req: Request, conn: HttpConnection, rt: ResourceType, steps: Steps,
+                           call: webhooks.Call, code: int, user: dict[str, Any]) -> None:
+        warnings: list[str] = []
+        try:
+            while True:
+                try:
+                    outcome = await self.webhooks.run(call, user)
+                finally:
+                    warnings += call.warnings
+                # Back on the loop: the write goes on, and may need more calls.
+                call = steps.send(outcome)
+        except StopIteration as done:
+            try:
+                resp = self._write_response(req, rt, done.value, code, warnings)
+            except errors.StatusError as err:
+                resp = Response.error(err)
+        except errors.StatusError as err:
+            resp = Response.error(err)
+            resp.headers.update(self._warning_headers(warnings))
+        except SelectorError as err:
+            resp = Response.error(errors.bad_request(str(err)))
+        except Exception as exc:  # a bug must cost this request only
+            log.exception("request failed: %s %s", req.method, req.path)
+            resp = Response.error(errors.internal(str(exc)))
+        finally:
+            steps.close()
+        self.store.after_commit(lambda: conn.respond(resp))
+        self.schedule_commit()
+
+    def _write_response(self, req: Request, rt: ResourceType, result: Any, code: int,
+                        warnings: list[str]) -> Response:
+        if isinstance(result, Response):
+            result.headers.update(self._warning_headers(warnings))
+            return result
+        if warnings:
+            status, body, own = result if isinstance(result, tuple) else (code, result, [])
+            result = (status, body, own + warnings)
+        return self._respond_object(req, rt, result, code)
+
+    @staticmethod
+    def _run(steps: Steps) -> Any:
+        """The result of a write that calls no webhooks (``admit=False``)."""
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        steps.close()
+        raise RuntimeError("a write of the server's own asked for admission webhooks")
+
+    def _retrying(self, attempt: Callable[[], Steps]) -> Steps:
+        """Steps of ``attempt()``, started over while the object changes under a webhook call."""
+        for n in range(MAX_WRITE_ATTEMPTS):
+            try:
+                return (yield from attempt())
+            except _Stale as stale:
+                if n == MAX_WRITE_ATTEMPTS - 1:
+                    raise errors.conflict(stale.rt.plural, stale.name, errors.STALE_OBJECT, stale.rt.group) from None
+        raise AssertionError("unreachable")
+
+    def _webhook_call(self, admit: bool, mutating: bool, operation: str, rt: ResourceType, sub: str | None,
+                      name: str, namespace: str | None, obj: Obj | None, old: Obj | None, query: dict[str, str],
+                      options: Obj | None = None, kind: Obj | None = None) -> webhooks.Call | None:
+        """The webhooks this write must call now, or None (internal write, or none matches)."""
+        if not admit:
+            return None
+        if rt.group == "" and rt.plural == "namespaces":
+            namespace = name  # kube names the namespace itself as the request's namespace
+        hooks = self.webhooks.match(mutating, operation, rt, sub or "", namespace or "", obj, old)
+        if not hooks:
+            return None
+        if options is None:
+            options = {"kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions",
+                       "apiVersion": "meta.k8s.io/v1"}
+            if query.get("fieldManager"):
+                options["fieldManager"] = query["fieldManager"]
+            if query.get("dryRun") == "All":
+                options["dryRun"] = ["All"]
+        dry_run = query.get("dryRun") == "All" or options.get("dryRun") == ["All"]
+        attrs = webhooks.Attributes(
+            operation, rt.group, rt.version, rt.plural, sub or "",
+            kind or {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            name, namespace or "", obj, old, options, dry_run)
+        return webhooks.Call(mutating, hooks, attrs)
 
     def put(self, rt: ResourceType, obj: Obj) -> Entry:
         """Store ``obj`` (already validated) and run the server's derived-state hooks."""
@@ -507,6 +667,8 @@ class ApiServer:
         self.pods.object_written(rt, obj)
         if rt.plural == "customresourcedefinitions" and rt.group == "apiextensions.k8s.io":
             self.crds.register(obj)
+        elif rt.group == webhooks.GROUP:
+            self.webhooks.invalidate()
         return entry
 
     def remove(self, rt: ResourceType, key: str) -> Entry:
@@ -515,6 +677,8 @@ class ApiServer:
         self.pods.object_written(rt, obj)
         if rt.plural == "customresourcedefinitions" and rt.group == "apiextensions.k8s.io":
             self.crds.removed(obj)
+        elif rt.group == webhooks.GROUP:
+            self.webhooks.invalidate()
         ns = obj["metadata"].get("namespace")
         if ns:
             self._finalize_namespace_if_empty(ns)
@@ -545,8 +709,12 @@ class ApiServer:
         if detail:
             raise errors.cannot_handle(rt.kind, rt.version, detail)
 
-    def _process(self, rt: ResourceType, obj: Obj, old: Obj | None, query: dict[str, str]) -> list[str]:
-        """Defaulting, schema processing and validation; returns warnings. Raises 400/422."""
+    def _process(self, rt: ResourceType, obj: Obj, old: Obj | None, query: dict[str, str],
+                 validate: bool = True) -> list[str]:
+        """Defaulting, schema processing and validation; returns warnings. Raises 400/422.
+
+        ``validate=False`` stops after defaulting (what mutating webhooks are shown).
+        """
         strictness = query.get("fieldValidation", "Warn")
         if strictness not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(
@@ -571,6 +739,8 @@ class ApiServer:
                     f'unknown field "{f}"' for f in unknown))
             if strictness == "Warn":
                 warnings = [f'unknown field "{f}"' for f in unknown]
+        if not validate:
+            return warnings
         causes += builtin_validation.validate(rt.group, rt.kind, obj, old)
         if rt.group == "apiextensions.k8s.io" and rt.plural == "customresourcedefinitions":
             causes += self.crds.validate(obj, old)
@@ -580,9 +750,19 @@ class ApiServer:
             admission.check_priority_class(self.store, obj)
         return warnings
 
+    def _mutated(self, rt: ResourceType, obj: Any) -> Obj:
+        """A mutating webhook's result, checked to still be this kind of object."""
+        self._check_kind(rt, obj)
+        meta(obj)
+        return obj
+
     def create_object(self, rt: ResourceType, namespace: str | None, obj: Any,
                       query: dict[str, str] | None = None) -> tuple[int, Any, list[str]]:
-        query = query or {}
+        """Create ``obj`` as the server itself (no admission webhooks)."""
+        return self._run(self._create_steps(rt, namespace, obj, query or {}))
+
+    def _create_steps(self, rt: ResourceType, namespace: str | None, obj: Any, query: dict[str, str],
+                      admit: bool = False) -> Steps:
         self._check_kind(rt, obj)
         md = meta(obj)
         if rt.namespaced:
@@ -601,6 +781,54 @@ class ApiServer:
             md["name"] = generate_name(md["generateName"])
         name = md.get("name") or ""
         admission.check_namespace(self.store, rt, namespace, name)
+        self._reset_status_on_create(rt, obj)
+        stamp = {"uid": new_uid(), "creationTimestamp": now_rfc3339()}
+        if rt.tracks_generation:
+            stamp["generation"] = 1
+        md.update(stamp)
+        call = self._webhook_call(admit, True, "CREATE", rt, None, name, namespace, obj, None, query)
+        if call is None:
+            warnings = self._process(rt, obj, None, query)
+            if rt.plural == "pods" and rt.group == "":
+                admission.resolve_pod_priority(self.store, obj)
+        else:
+            # Defaulting and the in-tree mutating plugins come before the webhooks, validation after.
+            warnings = self._process(rt, obj, None, query, validate=False)
+            if rt.plural == "pods" and rt.group == "":
+                admission.resolve_pod_priority(self.store, obj)
+            obj = self._mutated(rt, (yield call))
+            md = obj["metadata"]
+            for k in SERVER_SET_META:
+                md.pop(k, None)
+            md.update(stamp)
+            md["name"] = name
+            if rt.namespaced:
+                md["namespace"] = namespace
+            else:
+                md.pop("namespace", None)
+            self._reset_status_on_create(rt, obj)
+            warnings += self._process(rt, obj, None, query)
+        if rt.plural == "customresourcedefinitions":
+            self.crds.prepare(obj)
+        key = object_key(namespace if rt.namespaced else None, name)
+        if self.store.get(rt.storage_key, key) is not None:
+            raise errors.already_exists(rt.plural, name, rt.group)
+        call = self._webhook_call(admit, False, "CREATE", rt, None, name, namespace, obj, None, query)
+        if call is not None:
+            yield call
+            # Other writes went on meanwhile.
+            admission.check_namespace(self.store, rt, namespace, name)
+            if self.store.get(rt.storage_key, key) is not None:
+                raise errors.already_exists(rt.plural, name, rt.group)
+        if query.get("dryRun") == "All":
+            return 201, obj, warnings
+        entry = self.put(rt, obj)
+        if rt.plural == "namespaces" and rt.group == "":
+            self._namespace_created(name)
+        return 201, entry, warnings
+
+    @staticmethod
+    def _reset_status_on_create(rt: ResourceType, obj: Obj) -> None:
         # Status is the server's and the controllers' to write, except a kubelet registering its Node.
         if rt.group == "" and rt.plural == "pods":
             obj["status"] = {}
@@ -608,24 +836,6 @@ class ApiServer:
             obj["status"] = {"phase": "Active"}
         elif rt.has_status and not (rt.group == "" and rt.plural == "nodes"):
             obj.pop("status", None)
-        md["uid"] = new_uid()
-        md["creationTimestamp"] = now_rfc3339()
-        if rt.tracks_generation:
-            md["generation"] = 1
-        warnings = self._process(rt, obj, None, query)
-        if rt.plural == "pods" and rt.group == "":
-            admission.resolve_pod_priority(self.store, obj)
-        if rt.plural == "customresourcedefinitions":
-            self.crds.prepare(obj)
-        key = object_key(namespace if rt.namespaced else None, name)
-        if self.store.get(rt.storage_key, key) is not None:
-            raise errors.already_exists(rt.plural, name, rt.group)
-        if query.get("dryRun") == "All":
-            return 201, obj, warnings
-        entry = self.put(rt, obj)
-        if rt.plural == "namespaces" and rt.group == "":
-            self._namespace_created(name)
-        return 201, entry, warnings
 
     def _namespace_created(self, name: str) -> None:
         """Stand in for the service-account controller: every namespace gets a ``default`` ServiceAccount."""
@@ -637,6 +847,11 @@ class ApiServer:
 
     def update_object(self, rt: ResourceType, key: str, name: str, obj: Any, sub: str | None,
                       query: dict[str, str], *, check_rv: bool = True) -> tuple[int, Any, list[str]]:
+        """Replace an object as the server itself (no admission webhooks)."""
+        return self._run(self._put_steps(rt, key, name, obj, sub, query, check_rv=check_rv))
+
+    def _put_steps(self, rt: ResourceType, key: str, name: str, obj: Any, sub: str | None,
+                   query: dict[str, str], *, check_rv: bool = True, admit: bool = False) -> Steps:
         self._check_kind(rt, obj)
         entry = self._get(rt, key, name)
         md = meta(obj)
@@ -649,12 +864,25 @@ class ApiServer:
         if md.get("uid") and md["uid"] != old["metadata"]["uid"]:
             raise errors.conflict(rt.plural, name, f"Precondition failed: UID in precondition: {md['uid']}, UID in "
                                   f"object meta: {old['metadata']['uid']}", rt.group)
-        return self._apply_update(rt, entry, old, obj, sub, query)
+        return (yield from self._update_steps(rt, entry, old, obj, sub, query, admit))
 
     def _apply_update(self, rt: ResourceType, entry: Entry, old: Obj, obj: Obj, sub: str | None,
                       query: dict[str, str]) -> tuple[int, Any, list[str]]:
+        """Update ``entry`` to ``obj`` as the server itself (no admission webhooks)."""
+        return self._run(self._update_steps(rt, entry, old, obj, sub, query))
+
+    def _update_steps(self, rt: ResourceType, entry: Entry, old: Obj, obj: Obj, sub: str | None,
+                      query: dict[str, str], admit: bool = False) -> Steps:
         md = meta(obj)
         old_md = old["metadata"]
+        name = old_md["name"]
+        warnings: list[str] = []
+        call = self._webhook_call(admit, True, "UPDATE", rt, sub, name, old_md.get("namespace"), obj, old, query)
+        if call is not None:
+            # Webhooks see the object as sent (defaulted); what the subresource may change is kept after.
+            warnings = self._process(rt, obj, old, query, validate=False)
+            obj = self._mutated(rt, (yield call))
+            md = obj["metadata"]
         if sub == "status":
             new = dict(old)
             new["status"] = obj.get("status")
@@ -684,7 +912,7 @@ class ApiServer:
         else:
             md.pop("namespace", None)
         md["resourceVersion"] = old_md["resourceVersion"]
-        warnings = self._process(rt, obj, old, query)
+        warnings += self._process(rt, obj, old, query)
         md = obj["metadata"]  # schema processing may have rebuilt the object
         if old_md.get("deletionTimestamp"):
             added = set(md.get("finalizers") or []) - set(old_md.get("finalizers") or [])
@@ -694,6 +922,12 @@ class ApiServer:
                     f"new finalizers {sorted(added)}")])
         if rt.tracks_generation and sub is None and spec_part(obj) != spec_part(old):
             md["generation"] = int(old_md.get("generation", 1)) + 1
+        validating = self._webhook_call(admit, False, "UPDATE", rt, sub, name, old_md.get("namespace"), obj, old,
+                                        query)
+        if validating is not None:
+            yield validating
+        if (call or validating) and self.store.get(rt.storage_key, entry.key) is not entry:
+            raise _Stale(rt, name)  # written meanwhile: start over from the current object
         if obj == old:
             return 200, entry, warnings
         if query.get("dryRun") == "All":
@@ -703,7 +937,7 @@ class ApiServer:
             return 200, self.remove(rt, entry.key), warnings
         return 200, self.put(rt, obj), warnings
 
-    def patch_object(self, req: Request, rt: ResourceType, route: Route, key: str) -> tuple[int, Any, list[str]]:
+    def _patch_steps(self, req: Request, rt: ResourceType, route: Route, key: str, admit: bool) -> Steps:
         ctype = req.header("content-type").split(";")[0].strip().lower()
         if ctype not in PATCH_TYPES:
             raise errors.unsupported_media_type(ctype)
@@ -716,7 +950,8 @@ class ApiServer:
         if ctype == APPLY_PATCH:
             from koordinator.apiserver import apply
 
-            return apply.server_side_apply(self, req, rt, route, key, body)
+            return (yield from apply.server_side_apply(_AdmittedWrites(self) if admit else self, req, rt, route, key,
+                                                       body))
         entry = self._get(rt, key, route.name or "")
         old = entry.obj()
         if ctype == JSON_PATCH:
@@ -738,7 +973,21 @@ class ApiServer:
         self._check_kind(rt, patched)
         if (patched.get("metadata") or {}).get("name", route.name) != route.name:
             raise errors.bad_request("metadata.name: Invalid value: the name of a patched object cannot change")
-        return self._apply_update(rt, entry, old, patched, route.sub, req.query)
+        return (yield from self._update_steps(rt, entry, old, patched, route.sub, req.query, admit))
+
+    def _connect_steps(self, req: Request, rt: ResourceType, sub: str | None, namespace: str | None, name: str,
+                       body: Any, kind: Obj, perform: Callable[[Any], Response]) -> Steps:
+        """A pods/binding, pods/eviction or bindings POST: webhooks see the body (CREATE), then it is done."""
+        if isinstance(body, dict):
+            call = self._webhook_call(True, True, "CREATE", rt, sub, name, namespace, body, None, req.query,
+                                      kind=kind)
+            if call is not None:
+                body = yield call
+            call = self._webhook_call(True, False, "CREATE", rt, sub, name, namespace, body, None, req.query,
+                                      kind=kind)
+            if call is not None:
+                yield call
+        return perform(body)
 
     @staticmethod
     def _waits_for_grace(rt: ResourceType, obj: Obj) -> bool:
@@ -747,6 +996,11 @@ class ApiServer:
 
     def delete_object(self, rt: ResourceType, key: str, name: str, options: Any,
                       query: dict[str, str]) -> tuple[int, Any, list[str]]:
+        """Delete an object as the server itself (no admission webhooks)."""
+        return self._run(self._delete_steps(rt, key, name, options, query))
+
+    def _delete_steps(self, rt: ResourceType, key: str, name: str, options: Any, query: dict[str, str],
+                      admit: bool = False) -> Steps:
         if not isinstance(options, dict):
             raise errors.bad_request("DeleteOptions must be an object")
         entry = self._get(rt, key, name)
@@ -761,6 +1015,20 @@ class ApiServer:
         is_namespace = rt.group == "" and rt.plural == "namespaces"
         if is_namespace:
             admission.check_namespace_delete(name)
+        if admit:
+            delete_options = {**options, "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}
+            if query.get("dryRun") == "All":
+                delete_options["dryRun"] = ["All"]
+            called = False
+            for mutating in (True, False):
+                # Mutating webhooks registered for DELETE are called too; they may not patch.
+                call = self._webhook_call(True, mutating, "DELETE", rt, None, name, old["metadata"].get("namespace"),
+                                          None, old, query, options=delete_options)
+                if call is not None:
+                    called = True
+                    yield call
+            if called and self.store.get(rt.storage_key, key) is not entry:
+                raise _Stale(rt, name)
         if query.get("dryRun") == "All" or options.get("dryRun") == ["All"]:
             return 200, old, []
         md = old["metadata"]
@@ -785,13 +1053,20 @@ class ApiServer:
             return 200, self.remove(rt, key), []
         return 202, self.put(rt, old), []
 
-    def delete_collection(self, req: Request, rt: ResourceType, namespace: str | None) -> Response:
+    def _delete_collection_steps(self, req: Request, rt: ResourceType, namespace: str | None) -> Steps:
         labels, fields = self._selectors(req, rt)
         options = self.decode(req, None) if req.body.strip() else {}
         deleted = []
         for e in self._filter(self.store.sorted_entries(rt.storage_key), namespace, labels, fields):
             name = e.fields["metadata.name"]
-            _, result, _ = self.delete_object(rt, e.key, name, options or {}, req.query)
+            key = e.key
+            try:
+                _, result, _ = yield from self._retrying(
+                    lambda: self._delete_steps(rt, key, name, options or {}, req.query, admit=True))
+            except errors.StatusError as err:
+                if err.code == 404:  # deleted by someone else while webhooks were called
+                    continue
+                raise
             deleted.append(result if isinstance(result, Entry) else None)
         items = b",".join(self.present(rt, e) for e in deleted if isinstance(e, Entry))
         head = b'{"kind":"%s","apiVersion":"%s","metadata":{"resourceVersion":"%d"},"items":[' % (

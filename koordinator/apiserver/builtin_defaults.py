@@ -476,6 +476,30 @@ def _default_binding(obj: Obj, create: bool) -> None:
             subject["apiGroup"] = "rbac.authorization.k8s.io"
 
 
+def _default_webhooks(obj: Obj, mutating: bool) -> None:
+    for hook in _dicts(obj.get("webhooks")):
+        _set(hook, "failurePolicy", "Fail")
+        _set(hook, "matchPolicy", "Equivalent")
+        _set(hook, "namespaceSelector", {})
+        _set(hook, "objectSelector", {})
+        _set(hook, "timeoutSeconds", 10)
+        if mutating:
+            _set(hook, "reinvocationPolicy", "Never")
+        for rule in _dicts(hook.get("rules")):
+            _set(rule, "scope", "*")
+        service = (hook.get("clientConfig") or {}).get("service") if isinstance(hook.get("clientConfig"), dict) else None
+        if isinstance(service, dict):
+            _set(service, "port", 443)
+
+
+def _default_mutating_webhooks(obj: Obj, create: bool) -> None:
+    _default_webhooks(obj, True)
+
+
+def _default_validating_webhooks(obj: Obj, create: bool) -> None:
+    _default_webhooks(obj, False)
+
+
 Defaulter = Callable[[Obj, bool], None]
 
 DEFAULTERS: dict[tuple[str, str], Defaulter] = {
@@ -494,6 +518,8 @@ DEFAULTERS: dict[tuple[str, str], Defaulter] = {
     ("scheduling.k8s.io", "PriorityClass"): _default_priority_class,
     ("rbac.authorization.k8s.io", "RoleBinding"): _default_binding,
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _default_binding,
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _default_mutating_webhooks,
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): _default_validating_webhooks,
 }
 
 

@@ -2251,6 +2251,147 @@ def _validate_core_generic(obj: Obj, old: Obj | None) -> Causes:
     return validate_object_meta(obj)
 
 
+_WEBHOOK_OPERATIONS = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]
+_WEBHOOK_SCOPES = ["*", "Cluster", "Namespaced"]
+_REVIEW_VERSIONS = ["v1", "v1beta1"]
+
+
+def _validate_wildcard_list(values: Any, path: str, what: str) -> Causes:
+    values = [_str(v) for v in _l(values)]
+    if not values:
+        return [required(path, "")]
+    if len(values) > 1 and "*" in values:
+        return [_invalid_raw(path, _go_string_slice(values), f"if '*' is present, must not specify other {what}")]
+    return []
+
+
+def _go_string_slice(values: list[str]) -> str:
+    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
+
+
+def _validate_webhook_rule(rule: Obj, path: str) -> Causes:
+    causes = _validate_wildcard_list(rule.get("operations"), f"{path}.operations", "operations")
+    for i, op in enumerate(_l(rule.get("operations"))):
+        if _str(op) not in _WEBHOOK_OPERATIONS:
+            causes.append(not_supported(f"{path}.operations[{i}]", _str(op), _WEBHOOK_OPERATIONS))
+    causes += _validate_wildcard_list(rule.get("apiGroups"), f"{path}.apiGroups", "API groups")
+    causes += _validate_wildcard_list(rule.get("apiVersions"), f"{path}.apiVersions", "API versions")
+    for i, version in enumerate(_l(rule.get("apiVersions"))):
+        if not _str(version):
+            causes.append(required(f"{path}.apiVersions[{i}]", "version must not be empty"))
+    resources = [_str(r) for r in _l(rule.get("resources"))]
+    if not resources:
+        causes.append(required(f"{path}.resources", ""))
+    for i, res in enumerate(resources):
+        if not res:
+            causes.append(required(f"{path}.resources[{i}]", ""))
+    if len(resources) > 1 and "*/*" in resources:
+        causes.append(_invalid_raw(f"{path}.resources", _go_string_slice(resources),
+                                   "if '*/*' is present, must not specify other resources"))
+    if rule.get("scope") is not None and _str(rule.get("scope")) not in _WEBHOOK_SCOPES:
+        causes.append(not_supported(f"{path}.scope", _str(rule.get("scope")), _WEBHOOK_SCOPES))
+    return causes
+
+
+def _validate_webhook_client_config(cc: Any, path: str) -> Causes:
+    cc = _d(cc)
+    url, service = cc.get("url"), cc.get("service")
+    if (url is None) == (service is None):
+        return [required(path, "exactly one of url or service is required")]
+    if url is not None:
+        from urllib.parse import urlsplit
+
+        upath = f"{path}.url"
+        try:
+            parts = urlsplit(_str(url))
+        except ValueError as exc:
+            return [_invalid(upath, _str(url), f"must be a valid URL: {exc}")]
+        causes = []
+        if parts.scheme != "https":
+            causes.append(_invalid(upath, parts.scheme, "'https' is the only allowed URL scheme"))
+        if not parts.hostname:
+            causes.append(_invalid(upath, parts.netloc, "host must be specified"))
+        if parts.username is not None:
+            causes.append(_invalid(upath, parts.netloc.rpartition("@")[0], "user information is not permitted in the URL"))
+        if parts.fragment:
+            causes.append(_invalid(upath, parts.fragment, "fragments are not permitted in the URL"))
+        if parts.query:
+            causes.append(_invalid(upath, parts.query, "query parameters are not permitted in the URL"))
+        return causes
+    service = _d(service)
+    spath = f"{path}.service"
+    causes = []
+    if not _str(service.get("name")):
+        causes.append(required(f"{spath}.name", "service name is required"))
+    if not _str(service.get("namespace")):
+        causes.append(required(f"{spath}.namespace", "service namespace is required"))
+    port = service.get("port", 443)
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        causes.append(_invalid(f"{spath}.port", port, "port is not valid: " + inclusive_range_error(1, 65535)))
+    svc_path = _str(service.get("path"))
+    if svc_path and not svc_path.startswith("/"):
+        causes.append(_invalid(f"{spath}.path", svc_path, "must start with a '/'"))
+    return causes
+
+
+def _validate_webhook(hook: Obj, path: str, mutating: bool) -> Causes:
+    name = _str(hook.get("name"))
+    if not name:
+        causes = [required(f"{path}.name", "")]
+    else:
+        causes = [_invalid(f"{path}.name", name, m) for m in is_dns1123_subdomain(name)]
+        if len(name.split(".")) < 3:
+            causes.append(_invalid(f"{path}.name", name, "should be a domain with at least three segments separated "
+                                   "by dots"))
+    for i, rule in enumerate(_l(hook.get("rules"))):
+        causes += _validate_webhook_rule(_d(rule), f"{path}.rules[{i}]")
+    for fld, allowed in (("failurePolicy", ["Fail", "Ignore"]), ("matchPolicy", ["Equivalent", "Exact"])):
+        if hook.get(fld) is not None and _str(hook.get(fld)) not in allowed:
+            causes.append(not_supported(f"{path}.{fld}", _str(hook.get(fld)), allowed))
+    side_effects = hook.get("sideEffects")
+    if side_effects is None or side_effects == "":
+        causes.append(required(f"{path}.sideEffects", "must specify one of None, NoneOnDryRun"))
+    elif _str(side_effects) not in ("None", "NoneOnDryRun"):
+        causes.append(not_supported(f"{path}.sideEffects", _str(side_effects), ["None", "NoneOnDryRun"]))
+    timeout = hook.get("timeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or not 1 <= timeout <= 30):
+        causes.append(_invalid(f"{path}.timeoutSeconds", timeout, "the timeout value must be between 1 and 30 seconds"))
+    causes += validate_label_selector(hook.get("namespaceSelector"), f"{path}.namespaceSelector")
+    causes += validate_label_selector(hook.get("objectSelector"), f"{path}.objectSelector")
+    versions = [_str(v) for v in _l(hook.get("admissionReviewVersions"))]
+    if not versions:
+        causes.append(required(f"{path}.admissionReviewVersions", "must specify one of v1, v1beta1"))
+    elif not set(versions) & set(_REVIEW_VERSIONS):
+        causes.append(_invalid_raw(f"{path}.admissionReviewVersions", _go_string_slice(versions),
+                                   "must include at least one of v1, v1beta1"))
+    causes += _validate_webhook_client_config(hook.get("clientConfig"), f"{path}.clientConfig")
+    policy = hook.get("reinvocationPolicy")
+    if mutating and policy is not None and _str(policy) not in ("IfNeeded", "Never"):
+        causes.append(not_supported(f"{path}.reinvocationPolicy", _str(policy), ["IfNeeded", "Never"]))
+    return causes
+
+
+def _validate_webhook_configuration(obj: Obj, mutating: bool) -> Causes:
+    causes = validate_object_meta(obj)
+    seen: set[str] = set()
+    for i, hook in enumerate(_l(obj.get("webhooks"))):
+        hook = _d(hook)
+        causes += _validate_webhook(hook, f"webhooks[{i}]", mutating)
+        name = _str(hook.get("name"))
+        if name and name in seen:
+            causes.append(duplicate(f"webhooks[{i}].name", name))
+        seen.add(name)
+    return causes
+
+
+def _validate_mutating_webhooks(obj: Obj, old: Obj | None) -> Causes:
+    return _validate_webhook_configuration(obj, True)
+
+
+def _validate_validating_webhooks(obj: Obj, old: Obj | None) -> Causes:
+    return _validate_webhook_configuration(obj, False)
+
+
 Validator = Callable[[Obj, "Obj | None"], Causes]
 
 VALIDATORS: dict[tuple[str, str], Validator] = {
@@ -2277,8 +2418,8 @@ VALIDATORS: dict[tuple[str, str], Validator] = {
     ("rbac.authorization.k8s.io", "RoleBinding"): _validate_role_binding,
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _validate_cluster_role_binding,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _validate_core_generic,
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _validate_core_generic,
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): _validate_core_generic,
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _validate_mutating_webhooks,
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): _validate_validating_webhooks,
 }
 
 # Create-only virtual kinds: never stored, so the server does not validate their metadata.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import csv
 import glob
 import hmac
 import ipaddress
@@ -70,6 +71,27 @@ def read_tokens(path: str) -> set[str]:
     return tokens
 
 
+def read_token_users(path: str) -> dict[str, dict[str, Any]]:
+    """token -> AdmissionReview userInfo: a token CSV's user, uid and groups columns, else an admin."""
+    users: dict[str, dict[str, Any]] = {}
+    with open(path, encoding="utf-8") as f:
+        for row in csv.reader(line for line in f if line.strip() and not line.lstrip().startswith("#")):
+            cells = [c.strip() for c in row]
+            if not cells or not cells[0]:
+                continue
+            if len(cells) >= 2 and cells[1]:
+                user: dict[str, Any] = {"username": cells[1]}
+                if len(cells) >= 3 and cells[2]:
+                    user["uid"] = cells[2]
+                groups = [g.strip() for g in cells[3].split(",") if g.strip()] if len(cells) >= 4 else []
+                user["groups"] = groups + ["system:authenticated"]
+            else:
+                # A bare token is the cluster admin's credential.
+                user = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
+            users[cells[0]] = user
+    return users
+
+
 def ensure_token_file(path: str) -> str:
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as f:
@@ -94,6 +116,7 @@ class EmbeddedApiServer:
             # for https: generate a token once and keep it beside the database.
             config.token_file = ensure_token_file(os.path.join(config.data_dir, "token"))
         self.tokens = read_tokens(config.token_file) if config.token_file else None
+        self.token_users = read_token_users(config.token_file) if config.token_file else {}
         self.store = Store(os.path.join(config.data_dir, "state.db"), history_size=config.history_size,
                            synchronous=config.synchronous)
         self.api = ApiServer(self.store, Options(pod_deletion=config.pod_deletion,
@@ -141,13 +164,16 @@ class EmbeddedApiServer:
         return count
 
     def _handle(self, req: Request, conn: HttpConnection) -> None:
+        user = None
         if self.tokens is not None and not req.path.startswith(PUBLIC_PATHS):
             auth = req.header("authorization")
             token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-            if not any(hmac.compare_digest(token, t) for t in self.tokens):
+            matched = next((t for t in self.tokens if hmac.compare_digest(token, t)), None)
+            if matched is None:
                 conn.respond(Response.error(errors.unauthorized()))
                 return
-        self.api.handle(req, conn)
+            user = self.token_users.get(matched)
+        self.api.handle(req, conn, user)
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self.config.tls:
@@ -173,6 +199,7 @@ class EmbeddedApiServer:
 
     async def stop(self) -> None:
         await self.http.stop()
+        self.api.webhooks.close()
         self.store.close()
         self._stopped.set()
 
