@@ -154,7 +154,10 @@ def run_role(role: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         options = options_from_args(args, role)
-    except OptionsError as err:
+        check = getattr(module, "check_options", None)
+        if check is not None:
+            check(options)
+    except (OptionsError, ValueError) as err:
         parser.error(str(err))
     configure_logging(options.log_level)
     if module is None:

@@ -1,8 +1,10 @@
-"""One package per role; each exposes ``register(runtime, options)`` and optionally ``add_flags(parser)``.
+"""One package per role; each exposes ``register(runtime, options)`` and optionally ``add_flags(parser)``
+and ``check_options(options)``.
 
 ``register`` adds the role's controllers, webhooks and runnables to the
 :class:`koordinator.runtime.runtime.Runtime`; ``add_flags`` adds the role's own flags to the
-argument parser (their values reach ``register`` in ``options.extra``). A role whose package is
+argument parser (their values reach ``register`` in ``options.extra``); ``check_options`` raises
+ValueError for a bad combination of flags, which the CLI reports as a usage error (exit 2). A role whose package is
 missing is "not implemented in this build": ``koordinator --role=R`` says so and exits 1.
 """
 

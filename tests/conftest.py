@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -13,6 +11,8 @@ from kubernetes import client, config
 
 from koordinator.runtime.client import Client
 from tests.apiserver_process import ApiServerProcess
+
+CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +34,30 @@ def fresh_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def crd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerProcess]:
+    """A server of the module's own with Koordinator's CRDs, for roles that act cluster-wide
+    (every Node, webhook configurations): other tests never see what they do."""
+    server = ApiServerProcess(tmp_path_factory.mktemp("crd-apiserver"))
+    server.start("--crd-dir", str(CRD_DIR))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def crd_client(crd_server: ApiServerProcess) -> Iterator[Client]:
+    """The runtime's client for :func:`crd_server`, unthrottled, with namespace koordinator-system."""
+    c = Client.from_kubeconfig(str(crd_server.kubeconfig), qps=0)
+    try:
+        c.create({"apiVersion": "v1", "kind": "Namespace",
+                  "metadata": {"name": "koordinator-system", "labels": {"control-plane": "koordinator"}}})
+        yield c
+    finally:
+        c.close()
 
 
 @pytest.fixture

@@ -198,15 +198,15 @@ def register(runtime, options):
 
 
 @pytest.fixture
-def fake_manager(tmp_path, monkeypatch):
-    """A `roles.manager` package of the test's own (roles.__path__ gets the temp dir)."""
-    pkg = tmp_path / "fake_roles" / "manager"
+def fake_role(tmp_path, monkeypatch):
+    """A `roles.descheduler` package of the test's own (a role this build lacks so far; roles.__path__ gets the temp dir)."""
+    pkg = tmp_path / "fake_roles" / "descheduler"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(FAKE_ROLE)
     monkeypatch.setattr(roles, "__path__", [*roles.__path__, str(tmp_path / "fake_roles")])
-    monkeypatch.delitem(sys.modules, "roles.manager", raising=False)
+    monkeypatch.delitem(sys.modules, "roles.descheduler", raising=False)
     yield
-    sys.modules.pop("roles.manager", None)
+    sys.modules.pop("roles.descheduler", None)
 
 
 class FakeRuntime:
@@ -223,13 +223,13 @@ class FakeRuntime:
         self.stopped = timeout
 
 
-def test_implemented_role_is_registered_and_run(fake_manager, monkeypatch, capsys):
-    assert roles.is_implemented("manager") and "manager" in roles.implemented_roles()
+def test_implemented_role_is_registered_and_run(fake_role, monkeypatch, capsys):
+    assert roles.is_implemented("descheduler") and "descheduler" in roles.implemented_roles()
     monkeypatch.setattr(cli, "_make_runtime", FakeRuntime)
-    code, _, err = run_main(["--role=manager", "--greeting=hi", "--feature-gates=A=true,B=false",
+    code, _, err = run_main(["--role=descheduler", "--greeting=hi", "--feature-gates=A=true,B=false",
                              "--feature-gates", "B=true", "--leader-elect", "--metrics-addr=0"], capsys)
     assert code == 7, err
-    module = sys.modules["roles.manager"]
+    module = sys.modules["roles.descheduler"]
     ((runtime, options),) = module.CALLS
     assert runtime.ran and runtime.options is options
     assert options.extra == {"greeting": "hi"}
@@ -237,13 +237,13 @@ def test_implemented_role_is_registered_and_run(fake_manager, monkeypatch, capsy
     assert options.leader_elect is True and options.metrics_addr == "0" and not options.metrics_enabled
 
 
-def test_role_flags_appear_in_help_with_defaults(fake_manager, capsys):
-    code, out, _ = run_main(["--role=manager", "--help"], capsys)
+def test_role_flags_appear_in_help_with_defaults(fake_role, capsys):
+    code, out, _ = run_main(["--role=descheduler", "--help"], capsys)
     assert code == 0
-    assert "manager flags:" in out and "--greeting" in out and "(default: hello)" in out
+    assert "descheduler flags:" in out and "--greeting" in out and "(default: hello)" in out
 
 
-def test_register_failure_exits_1_and_stops_the_runtime(fake_manager, monkeypatch, capsys):
+def test_register_failure_exits_1_and_stops_the_runtime(fake_role, monkeypatch, capsys):
     made = []
 
     def make(options):
@@ -251,25 +251,25 @@ def test_register_failure_exits_1_and_stops_the_runtime(fake_manager, monkeypatc
         return made[-1]
 
     monkeypatch.setattr(cli, "_make_runtime", make)
-    import roles.manager as module
+    import roles.descheduler as module
 
     def broken(runtime, options):
         raise RuntimeError("cannot register")
 
     monkeypatch.setattr(module, "register", broken)
-    code, _, err = run_main(["--role=manager"], capsys)
+    code, _, err = run_main(["--role=descheduler"], capsys)
     assert code == 1
     assert made[0].stopped == 30.0 and not made[0].ran
 
 
-def test_runtime_that_cannot_be_built_is_one_line(fake_manager, monkeypatch, capsys):
+def test_runtime_that_cannot_be_built_is_one_line(fake_role, monkeypatch, capsys):
     def make(options):
         raise ValueError("--kubeconfig /nowhere: no such file")
 
     monkeypatch.setattr(cli, "_make_runtime", make)
-    code, _, err = run_main(["--role=manager"], capsys)
+    code, _, err = run_main(["--role=descheduler"], capsys)
     assert code == 1
-    assert err == "koordinator: error: koord-manager: --kubeconfig /nowhere: no such file\n"
+    assert err == "koordinator: error: koord-descheduler: --kubeconfig /nowhere: no such file\n"
 
 
 WRAPPER = textwrap.dedent('''
@@ -309,13 +309,13 @@ def _free_port() -> int:
 def test_a_role_runs_on_the_real_runtime_and_stops_on_sigterm(apiserver, tmp_path):
     """The whole path: flags -> options -> Runtime -> register -> probes -> SIGTERM -> exit 0."""
     pytest.importorskip("koordinator.runtime.runtime")
-    pkg = tmp_path / "fake_roles" / "manager"
+    pkg = tmp_path / "fake_roles" / "descheduler"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(REAL_ROLE)
     marker = tmp_path / "marker"
     health, metrics = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRAPPER, str(tmp_path / "fake_roles"), "--role=manager",
+        [sys.executable, "-c", WRAPPER, str(tmp_path / "fake_roles"), "--role=descheduler",
          "--kubeconfig", str(apiserver.kubeconfig), "--health-addr", health, "--metrics-addr", metrics,
          "--marker", str(marker), "--graceful-shutdown-timeout=10s", "--log-level=debug"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -328,7 +328,7 @@ def test_a_role_runs_on_the_real_runtime_and_stops_on_sigterm(apiserver, tmp_pat
 
         assert wait_until(ready, 60), "role never became ready"
         assert proc.poll() is None, proc.communicate()[1]
-        assert marker.read_text() == "koord-manager"
+        assert marker.read_text() == "koord-descheduler"
         status, body = probe(metrics, "/metrics")
         assert status == 200 and "rest_client_requests_total" in body
         status, body = probe(health, "/healthz?verbose")

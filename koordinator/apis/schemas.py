@@ -269,6 +269,16 @@ def validate_object(obj: Any) -> list[FieldError]:
     return _validate(cs.engine, cs.schema, obj)[1]
 
 
+def with_defaults(obj: Obj) -> Obj:
+    """A custom object (one of our kinds) as the API server stores it: schema defaults applied.
+
+    Controllers compare what they derive with what is stored through this, so that fields the
+    server defaults do not look like a difference on every reconcile.
+    """
+    cs = object_schema(obj["apiVersion"], obj["kind"])
+    return cs.engine.process(obj).obj
+
+
 def validate_config(name: str, document: Any, version: str | None = None) -> tuple[Any, list[FieldError]]:
     """Validate config document ``name``; ``document`` may be parsed data or the text of a ConfigMap key.
 

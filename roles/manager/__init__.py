@@ -1,0 +1,168 @@
+"""Role ``manager`` (koord-manager): SLO controllers, colocation resources and admission webhooks.
+
+- Leader-elected controllers (Lease ``koordinator-manager``): ``nodemetric``, ``nodeslo`` and
+  ``noderesource`` (:mod:`roles.manager.controllers`), all driven by the ``slo-controller-config``
+  ConfigMap read through the API (:mod:`roles.manager.sloconfig_cache`).
+- On every replica: the TLS admission webhook server (port 9876, ``--webhook-port`` or env
+  ``WEBHOOK_PORT``) with the pod, ElasticQuota and (gated) ConfigMap webhooks
+  (:mod:`roles.manager.webhooks`), and the self-managed certificates (:mod:`roles.manager.certs`).
+
+Flags and environment variables keep Koordinator's names and defaults (reference B.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from roles.manager import features
+
+log = logging.getLogger("koordinator.manager")
+
+LEASE_NAME = "koordinator-manager"
+CONTROLLERS = ("nodemetric", "nodeslo", "noderesource")
+# Koordinator's other controller names: accepted in --controllers only as "-name" or via "*".
+NOT_IMPLEMENTED_CONTROLLERS = {
+    "colocationprofile": "needs the ColocationProfileController gate, which this build does not implement",
+    "quotaprofile": "the ElasticQuotaProfile controller is not implemented in this build",
+}
+DEFAULT_WEBHOOK_PORT = 9876
+DEFAULT_CERT_DIR = "/tmp/koordinator-webhook-certs"
+
+
+def _env_port(default: int) -> str:
+    return os.environ.get("WEBHOOK_PORT") or str(default)
+
+
+def add_flags(group: argparse._ArgumentGroup) -> None:
+    """koord-manager's own flags (the shared ones come from the runtime)."""
+    from koordinator.runtime.options import add_bool_flag, port
+
+    group.add_argument("--controllers", default="*", metavar="LIST",
+                       help="controllers to run, comma separated: '*' is every controller, 'name' enables "
+                            "one, '-name' disables one (" + ", ".join(CONTROLLERS) + ")")
+    group.add_argument("--slo-config-name", default="slo-controller-config", metavar="NAME",
+                       help="the ConfigMap holding the SLO controller configuration")
+    group.add_argument("--config-namespace", default="koordinator-system", metavar="NAMESPACE",
+                       help="the namespace of --slo-config-name")
+    group.add_argument("--webhook-port", type=port, default=_env_port(DEFAULT_WEBHOOK_PORT),
+                       help="admission webhook server port (env WEBHOOK_PORT); 0 disables the webhook server")
+    group.add_argument("--webhook-host", default=os.environ.get("WEBHOOK_HOST", ""), metavar="HOST",
+                       help="address the webhook server binds (env WEBHOOK_HOST; empty: every interface)")
+    group.add_argument("--webhook-cert-dir", default=os.environ.get("WEBHOOK_CERT_DIR", DEFAULT_CERT_DIR),
+                       metavar="DIR", help="where the serving certificate is written (env WEBHOOK_CERT_DIR)")
+    add_bool_flag(group, "--node-strategy-name-need-check", default=False,
+                  help="the ConfigMap webhook requires every nodeStrategy/nodeConfig to have a unique name")
+    group.add_argument("--noderesource-plugins", default="", metavar="NAME=BOOL,...",
+                       help="turn noderesource plugins off or on (MidResource, BatchResource, CPUNormalization, "
+                            "ResourceAmplification, GPUDeviceResource, RDMADeviceResource); all on by default")
+
+
+def enabled_controllers(spec: str) -> list[str]:
+    """``--controllers``: Koordinator's rule, checked in list order; raises ValueError naming a bad entry."""
+    entries = [e.strip() for e in spec.split(",") if e.strip()]
+    known = set(CONTROLLERS) | set(NOT_IMPLEMENTED_CONTROLLERS)
+    for entry in entries:
+        name = entry[1:] if entry.startswith("-") else entry
+        if entry != "*" and name not in known:
+            raise ValueError(f"--controllers: unknown controller {name!r} (known: {', '.join(sorted(known))})")
+        if entry in NOT_IMPLEMENTED_CONTROLLERS:
+            raise ValueError(f"--controllers: {entry}: {NOT_IMPLEMENTED_CONTROLLERS[entry]}")
+    enabled = []
+    for name in CONTROLLERS:
+        if name in entries:
+            enabled.append(name)
+        elif f"-{name}" in entries:
+            continue
+        elif "*" in entries:
+            enabled.append(name)
+    return enabled
+
+
+def noderesource_plugins(spec: str) -> list[str]:
+    """``--noderesource-plugins Name=false,...`` over every plugin (all on by default)."""
+    from koordinator.runtime.options import parse_bool
+    from roles.manager import noderesource
+
+    wanted = dict.fromkeys(noderesource.PLUGINS, True)
+    for entry in (e.strip() for e in spec.split(",") if e.strip()):
+        name, sep, value = entry.partition("=")
+        if name not in wanted:
+            raise ValueError(f"--noderesource-plugins: unknown plugin {name!r} "
+                             f"(known: {', '.join(noderesource.PLUGINS)})")
+        try:
+            wanted[name] = parse_bool(value) if sep else True
+        except (ValueError, argparse.ArgumentTypeError):
+            raise ValueError(f"--noderesource-plugins: {entry!r}: {value!r} is not true or false") from None
+    return [name for name, on in wanted.items() if on]
+
+
+def check_options(options: Any) -> None:
+    """Refuse bad role flags before anything starts (the CLI prints the message and exits 2)."""
+    features.resolve(options.feature_gates)
+    enabled_controllers(options.extra["controllers"])
+    noderesource_plugins(options.extra["noderesource_plugins"])
+
+
+@dataclass
+class ManagerParts:
+    """What :func:`register` added, for tools and tests that look inside a running manager."""
+
+    config: Any
+    controllers: list[str]
+    webhook_server: Any = None
+    cert_manager: Any = None
+
+
+def register(runtime: Any, options: Any) -> ManagerParts:
+    """Add the manager's controllers, webhook server and certificate manager to ``runtime``."""
+    from roles.manager.controllers import NodeResourceController, add_nodemetric_controller, add_nodeslo_controller
+    from roles.manager.sloconfig_cache import SLOConfigCache
+
+    check_options(options)
+    extra = options.extra
+    gates = features.resolve(options.feature_gates)
+    namespace, name = extra["config_namespace"], extra["slo_config_name"]
+    config = SLOConfigCache(
+        runtime.informers.informer("ConfigMap", namespace=namespace, field_selector=f"metadata.name={name}"),
+        namespace, name, recorder=runtime.event_recorder(), metrics=runtime.metrics)
+    controllers = enabled_controllers(extra["controllers"])
+    if "nodemetric" in controllers:
+        add_nodemetric_controller(runtime, config)
+    if "nodeslo" in controllers:
+        add_nodeslo_controller(runtime, config)
+    if "noderesource" in controllers:
+        NodeResourceController(runtime, config, plugins=noderesource_plugins(extra["noderesource_plugins"]),
+                               gpu_shared=gates["EnableSyncGPUSharedResource"])
+    log.info("manager controllers=%s", ",".join(controllers) or "none")
+    parts = ManagerParts(config=config, controllers=controllers)
+    if extra["webhook_port"]:
+        parts.webhook_server, parts.cert_manager = _register_webhooks(runtime, options, gates)
+    return parts
+
+
+def _register_webhooks(runtime: Any, options: Any, gates: dict[str, bool]) -> tuple[Any, Any]:
+    from koordinator.runtime.webhook import WebhookServer
+    from roles.manager.certs import CertConfig, CertManager
+    from roles.manager.webhooks import register_webhooks
+    from roles.manager.webhooks.listers import InformerListers
+
+    extra = options.extra
+    certs = CertManager(runtime.client, CertConfig.from_env(cert_dir=extra["webhook_cert_dir"]))
+    # The server needs its certificate before it can start: one pass now, then the rotation loop.
+    certs.ensure()
+    runtime.add_runnable("webhook-certs", certs.run)
+    server = WebhookServer(f"{extra['webhook_host']}:{extra['webhook_port']}", extra["webhook_cert_dir"],
+                           registry=runtime.metrics.registry)
+    listers = InformerListers(runtime.informers)
+    paths = register_webhooks(
+        server, listers, gates={**gates, **{alias: gates[name] for alias, name in features.ALIASES.items()}},
+        config_namespace=extra["config_namespace"], slo_config_name=extra["slo_config_name"],
+        node_strategy_name_need_check=extra["node_strategy_name_need_check"])
+    runtime.add_component(server)
+    runtime.add_ready_check("webhook", server.ready)
+    log.info("webhook server port=%s paths=%s", extra["webhook_port"], ",".join(paths))
+    return server, certs
