@@ -312,13 +312,56 @@ def ensure_nodes(client: Any, count: int) -> list[str]:
     return wanted
 
 
-def ensure_namespace(client: Any, name: str) -> None:
+def ensure_namespace(client: Any, name: str, labels: dict[str, str] | None = None) -> None:
     from koordinator.runtime.errors import AlreadyExists
 
     try:
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
     except AlreadyExists:
-        pass
+        if labels:
+            client.patch("Namespace", name, {"metadata": {"labels": labels}})
+
+
+def ensure_manager_webhooks(client: Any, port: int) -> None:
+    """Route the manager's admission webhooks to 127.0.0.1:``port``, as a cluster routes them to its pods.
+
+    The embedded API server resolves ``koordinator-webhook-service`` through its Endpoints (there
+    is no kube-proxy), so the webhook configurations are the same objects as in ``manifests/``; the
+    manager patches their ``caBundle`` once it has its certificate.
+    """
+    from koordinator.runtime.errors import AlreadyExists
+    from roles.manager import features
+    from roles.manager.webhook_configuration import SERVICE_NAME, SERVICE_NAMESPACE, webhook_configurations
+
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},
+               "spec": {"ports": [{"port": 443, "targetPort": port, "protocol": "TCP"}],
+                        "selector": {"koord-app": "koord-manager"}}}
+    endpoints = {"apiVersion": "v1", "kind": "Endpoints",
+                 "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},
+                 "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": port, "protocol": "TCP"}]}]}
+    for obj in (service, endpoints):
+        try:
+            client.create(obj)
+        except AlreadyExists:
+            # A restart picks a new port: point the existing objects at it.
+            current = client.get(obj["kind"], SERVICE_NAME, SERVICE_NAMESPACE)
+            for k in ("spec", "subsets"):
+                if k in obj:
+                    current[k] = obj[k]
+            client.update(current)
+    for config in webhook_configurations(features.GATES):
+        try:
+            client.create(config)
+        except AlreadyExists:
+            current = client.get(config["kind"], config["metadata"]["name"])
+            # Keep the caBundle the manager injected; take everything else from this build.
+            bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
+            for w in config["webhooks"]:
+                if bundles.get(w["name"]):
+                    w["clientConfig"]["caBundle"] = bundles[w["name"]]
+            current["webhooks"] = config["webhooks"]
+            client.update(current)
 
 
 def write_crds(directory: Path) -> int:
@@ -375,6 +418,7 @@ class LocalCluster:
         self.apiserver: ChildProcess | None = None
         self.url = ""
         self.roles: list[_Role] = []
+        self.webhook_port = 0
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._serving = threading.Event()
@@ -461,8 +505,12 @@ class LocalCluster:
 
         client = Client.from_kubeconfig(str(self.kubeconfig))
         try:
-            ensure_namespace(client, SYSTEM_NAMESPACE)
+            # control-plane: the manager's pod webhooks skip this namespace (manifests/namespace.yaml).
+            ensure_namespace(client, SYSTEM_NAMESPACE, {"control-plane": "koordinator"})
             names = ensure_nodes(client, self.config.nodes)
+            if self._runs("manager"):
+                self.webhook_port = free_port()
+                ensure_manager_webhooks(client, self.webhook_port)
         finally:
             client.close()
         if names:
@@ -470,6 +518,11 @@ class LocalCluster:
             self.board.set("nodes", "ready", f"{len(names)} simulated: {shown}")
         else:
             self.board.set("nodes", "none", "--nodes 0")
+
+    def _runs(self, role: str) -> bool:
+        import roles
+
+        return (self.config.roles is None or role in self.config.roles) and roles.is_implemented(role)
 
     def _start_roles(self) -> None:
         import roles
@@ -489,7 +542,12 @@ class LocalCluster:
                     "--metrics-addr", metrics, "--health-addr", health, "--log-level", self.config.log_level]
             if role in NODE_ROLES:
                 argv += ["--node-name", node_name(0)]
-            child = ChildProcess(role, argv, self.data_dir / "logs" / f"{role}.log")
+            env = None
+            if role == "manager":
+                argv += ["--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
+                         "--webhook-cert-dir", str(self.data_dir / "webhook-certs")]
+                env = {**os.environ, "POD_NAMESPACE": SYSTEM_NAMESPACE}
+            child = ChildProcess(role, argv, self.data_dir / "logs" / f"{role}.log", env=env)
             child.start()
             self.roles.append(_Role(role, child, health))
             self.board.set(role, "starting", f"pid {child.pid}, health http://{health}")

@@ -146,6 +146,69 @@ def test_local_comes_up_kubectl_sees_the_nodes_and_ctrl_c_leaves_nothing(tmp_pat
         lp.kill()
 
 
+PROFILE = """
+apiVersion: config.koordinator.sh/v1alpha1
+kind: ClusterColocationProfile
+metadata: {name: colocation-profile-example}
+spec:
+  namespaceSelector: {matchLabels: {koordinator.sh/enable-colocation: "true"}}
+  selector: {matchLabels: {koordinator.sh/enable-colocation: "true"}}
+  qosClass: BE
+  priorityClassName: koord-batch
+  koordinatorPriority: 1000
+"""
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: batch, namespace: colo, labels: {koordinator.sh/enable-colocation: "true"}}
+spec:
+  containers:
+  - {name: main, image: nginx, resources: {requests: {cpu: 500m, memory: 1Gi}}}
+"""
+
+
+def test_local_runs_the_manager_and_a_profile_mutates_a_kubectl_pod(tmp_path):
+    """The README's walk-through: NodeSLO per node, and a ClusterColocationProfile applied by kubectl."""
+    data = tmp_path / "kdata"
+    lp = LocalProcess(data, "--nodes", "2")
+    try:
+        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
+        lp.expect("manager        ready")
+        cache = tmp_path / "cache"
+        client = Client.from_kubeconfig(kubeconfig)
+        try:
+            wait_until(lambda: len(client.list("NodeSLO")["items"]) == 2, message="a NodeSLO per simulated node")
+            kubectl(kubeconfig, cache, "apply", "-f", str(Path(__file__).resolve().parents[1] / "manifests"
+                                                           / "priorityclasses.yaml"))
+            kubectl(kubeconfig, cache, "create", "namespace", "colo")
+            kubectl(kubeconfig, cache, "label", "namespace", "colo", "koordinator.sh/enable-colocation=true")
+            proc = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", str(cache), "apply", "-f", "-"],
+                                  input=PROFILE, capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+
+            def mutated() -> dict | None:
+                # The manager's caches may lag the profile by a moment: retry the create until it shows.
+                try:
+                    client.delete("Pod", "batch", "colo")
+                except Exception:
+                    pass
+                proc = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", str(cache), "apply",
+                                       "-f", "-"], input=POD, capture_output=True, text=True, timeout=60)
+                assert proc.returncode == 0, proc.stderr
+                pod = client.get("Pod", "batch", "colo")
+                return pod if pod["metadata"]["labels"].get("koordinator.sh/qosClass") == "BE" else None
+
+            pod = wait_until(mutated, message="the profile mutates the pod")
+            assert pod["spec"]["priorityClassName"] == "koord-batch" and pod["spec"]["priority"] == 5000
+            assert pod["spec"]["containers"][0]["resources"]["requests"]["kubernetes.io/batch-cpu"] == "500"
+        finally:
+            client.close()
+        lp.proc.send_signal(signal.SIGTERM)
+        assert lp.finish() == 0
+    finally:
+        lp.kill()
+
+
 def test_local_exits_1_when_the_apiserver_dies(tmp_path):
     data = tmp_path / "kdata"
     lp = LocalProcess(data, "--nodes", "1")

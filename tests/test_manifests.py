@@ -246,7 +246,8 @@ def test_configmaps_are_mounted_as_whole_volumes(objects: list[Obj]) -> None:
                 assert key in cm.get("data", {}), f"{name}: ConfigMap {cm['metadata']['name']} has no key {key}"
                 mounted.add(cm["metadata"]["name"])
             assert set(cm_mounts.values()) <= set(configmaps), name
-    assert mounted == set(DEFAULT_CONFIGMAPS)
+    # koord-manager reads slo-controller-config through the API (it is cluster state, edited live).
+    assert mounted == set(DEFAULT_CONFIGMAPS) - {"slo-controller-config"}
 
 
 def test_probes_and_ports(objects: list[Obj]) -> None:
@@ -269,8 +270,12 @@ def test_probes_and_ports(objects: list[Obj]) -> None:
     ports = {p["name"]: p["containerPort"] for p in ctr["ports"]}
     assert ports["webhook-server"] == 9876
     assert {e["name"]: e.get("value") for e in ctr["env"]}["WEBHOOK_PORT"] == "9876"
-    secrets = [v["secret"]["secretName"] for v in _pod_spec(manager)["volumes"] if "secret" in v]
-    assert secrets == ["koordinator-webhook-certs"]
+    # The manager writes its serving certificate (default /tmp/koordinator-webhook-certs) on a
+    # writable volume: the root filesystem is read-only.
+    cert_dir = {e["name"]: e.get("value") for e in ctr["env"]}.get("WEBHOOK_CERT_DIR", "/tmp/koordinator-webhook-certs")
+    writable = {v["name"] for v in _pod_spec(manager)["volumes"] if "emptyDir" in v}
+    assert any(cert_dir.startswith(m["mountPath"].rstrip("/") + "/") and m["name"] in writable
+               and not m.get("readOnly") for m in ctr["volumeMounts"])
     svc = _by_kind_name(objects)[("Service", "koordinator-webhook-service")]
     assert svc["spec"]["selector"] == manager["spec"]["selector"]["matchLabels"]
     (port,) = svc["spec"]["ports"]
@@ -374,6 +379,17 @@ def test_webhook_configurations(objects: list[Obj]) -> None:
     (update,) = [wh for wh in mutating["webhooks"] if wh["name"] == "mpod-update.koordinator.sh"]
     assert update["objectSelector"]["matchExpressions"] == [
         {"key": "pod.koordinator.sh/mutating-update", "operator": "In", "values": ["true"]}]
+
+
+def test_webhook_configurations_are_what_the_manager_serves(objects: list[Obj]) -> None:
+    """manifests/webhooks.yaml is roles.manager.webhook_configuration for the default feature gates."""
+    from roles.manager import features
+    from roles.manager.webhook_configuration import webhook_configurations
+
+    index = _by_kind_name(objects)
+    for expected in webhook_configurations(features.GATES):
+        shipped = index[(expected["kind"], expected["metadata"]["name"])]
+        assert shipped["webhooks"] == expected["webhooks"]
 
 
 def test_priority_classes(objects: list[Obj]) -> None:
