@@ -159,7 +159,7 @@ def _register_webhooks(runtime: Any, options: Any, gates: dict[str, bool]) -> tu
                            registry=runtime.metrics.registry)
     listers = InformerListers(runtime.informers)
     paths = register_webhooks(
-        server, listers, gates={**gates, **{alias: gates[name] for alias, name in features.ALIASES.items()}},
+        server, listers, gates=gates,
         config_namespace=extra["config_namespace"], slo_config_name=extra["slo_config_name"],
         node_strategy_name_need_check=extra["node_strategy_name_need_check"])
     runtime.add_component(server)

@@ -23,6 +23,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from roles.manager import features
 from roles.manager.webhooks.configmap_validating import ConfigMapValidatingHandler
 from roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
 from roles.manager.webhooks.listers import InformerListers, Listers, StaticListers
@@ -46,25 +47,12 @@ WEBHOOKS: list[tuple[str, str, bool]] = [
     (VALIDATE_CONFIGMAP, "ConfigMapValidatingWebhook", False),
 ]
 
-DEFAULT_GATES = {
-    "PodMutatingWebhook": True,
-    "PodValidatingWebhook": True,
-    "ElasticQuotaMutatingWebhook": True,
-    "ElasticQuotaValidatingWebhook": True,
-    "ConfigMapValidatingWebhook": False,
-}
-# Koordinator's documentation also spells the quota gates this way.
-GATE_ALIASES = {"ElasticMutatingWebhook": "ElasticQuotaMutatingWebhook",
-                "ElasticValidatingWebhook": "ElasticQuotaValidatingWebhook"}
-
-
 def _enabled(gates: Mapping[str, bool], gate: str) -> bool:
-    if gate in gates:
-        return bool(gates[gate])
-    for alias, name in GATE_ALIASES.items():
-        if name == gate and alias in gates:
-            return bool(gates[alias])
-    return DEFAULT_GATES.get(gate, False)
+    """``gate``'s value in ``gates`` (either spelling), else Koordinator's default."""
+    for name in (gate, *(alias for alias, canonical in features.ALIASES.items() if canonical == gate)):
+        if name in gates:
+            return bool(gates[name])
+    return features.GATES.get(gate, False)
 
 
 def build_handlers(listers: Listers, *, gates: Mapping[str, bool], config_namespace: str = "koordinator-system",
