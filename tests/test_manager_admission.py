@@ -49,28 +49,18 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def server(crd_server):
-    return crd_server
-
-
-@pytest.fixture(scope="module")
-def api(crd_client):
-    return crd_client
-
-
-@pytest.fixture(scope="module")
-def manager(server, api, tmp_path_factory) -> Iterator[InProcessManager]:
+def manager(crd_server, crd_client, tmp_path_factory) -> Iterator[InProcessManager]:
     port = free_port()
-    ensure_manager_webhooks(api, port)
-    server.kubectl("apply", "-f", PRIORITY_CLASSES)
-    m = InProcessManager(server.kubeconfig, tmp_path_factory.mktemp("certs"), "--controllers=-noderesource",
+    ensure_manager_webhooks(crd_client, port)
+    crd_server.kubectl("apply", "-f", PRIORITY_CLASSES)
+    m = InProcessManager(crd_server.kubeconfig, tmp_path_factory.mktemp("certs"), "--controllers=-noderesource",
                          webhook_port=port)
     m.start()
     try:
         wait_until(lambda: all(w["clientConfig"].get("caBundle")
                                for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
                                                   ("ValidatingWebhookConfiguration", VALIDATING_NAME))
-                               for w in api.get(kind, name)["webhooks"]),
+                               for w in crd_client.get(kind, name)["webhooks"]),
                    message="the manager injects its CA into every webhook")
         wait_until(lambda: m.runtime.informers.wait_for_sync(0) and m.webhook_ready() is None,
                    message="webhook server ready")
@@ -79,8 +69,8 @@ def manager(server, api, tmp_path_factory) -> Iterator[InProcessManager]:
         m.stop()
 
 
-def kubectl_apply(server: ApiServerProcess, manifest: str, *, check: bool = True) -> subprocess.CompletedProcess:
-    return server.kubectl("apply", "-f", "-", input=manifest, check=check)
+def kubectl_apply(crd_server: ApiServerProcess, manifest: str, *, check: bool = True) -> subprocess.CompletedProcess:
+    return crd_server.kubectl("apply", "-f", "-", input=manifest, check=check)
 
 
 def pod_manifest(name: str, namespace: str, labels: dict | None = None, *, cpu: str = "500m", memory: str = "1Gi",
@@ -94,25 +84,25 @@ def pod_manifest(name: str, namespace: str, labels: dict | None = None, *, cpu: 
     return yaml.safe_dump(pod)
 
 
-def test_certificates_bootstrap_from_nothing(manager, api):
-    secret = api.get("Secret", "koordinator-webhook-certs", "koordinator-system")
+def test_certificates_bootstrap_from_nothing(manager, crd_client):
+    secret = crd_client.get("Secret", "koordinator-webhook-certs", "koordinator-system")
     ca = base64.b64decode(secret["data"]["ca-cert.pem"])
     for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
                        ("ValidatingWebhookConfiguration", VALIDATING_NAME)):
-        for webhook in api.get(kind, name)["webhooks"]:
+        for webhook in crd_client.get(kind, name)["webhooks"]:
             assert base64.b64decode(webhook["clientConfig"]["caBundle"]) == ca
 
 
-def test_profile_mutates_a_pod_created_with_kubectl(manager, api, server):
-    kubectl_apply(server, PROFILE)
-    server.kubectl("create", "namespace", "colo")
-    server.kubectl("label", "namespace", "colo", "koordinator.sh/enable-colocation=true")
+def test_profile_mutates_a_pod_created_with_kubectl(manager, crd_client, crd_server):
+    kubectl_apply(crd_server, PROFILE)
+    crd_server.kubectl("create", "namespace", "colo")
+    crd_server.kubectl("label", "namespace", "colo", "koordinator.sh/enable-colocation=true")
     wait_until(lambda: len(manager.runtime.informers.informer("ClusterColocationProfile").store.keys()) == 1
                and (manager.runtime.informers.informer("Namespace").store.get("colo") or {}).get(
                    "metadata", {}).get("labels", {}).get("koordinator.sh/enable-colocation") == "true",
                message="the manager's caches have the profile and the namespace labels")
-    kubectl_apply(server, pod_manifest("batch-job", "colo", {"koordinator.sh/enable-colocation": "true"}))
-    pod = api.get("Pod", "batch-job", "colo")
+    kubectl_apply(crd_server, pod_manifest("batch-job", "colo", {"koordinator.sh/enable-colocation": "true"}))
+    pod = crd_client.get("Pod", "batch-job", "colo")
     labels = pod["metadata"]["labels"]
     assert labels["koordinator.sh/qosClass"] == "BE"
     assert labels["koordinator.sh/priority"] == "1000"
@@ -130,15 +120,15 @@ def test_profile_mutates_a_pod_created_with_kubectl(manager, api, server):
     assert "node.koordinator.sh/extended-resource-spec" in pod["metadata"]["annotations"]
 
     # A pod the profile's selector does not match is left alone.
-    kubectl_apply(server, pod_manifest("plain", "colo"))
-    plain = api.get("Pod", "plain", "colo")
+    kubectl_apply(crd_server, pod_manifest("plain", "colo"))
+    plain = crd_client.get("Pod", "plain", "colo")
     assert "koordinator.sh/qosClass" not in (plain["metadata"].get("labels") or {})
     assert plain["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
 
 
-def test_invalid_qos_priority_combination_is_rejected(manager, server):
-    server.kubectl("create", "namespace", "lsr-batch")
-    proc = kubectl_apply(server, pod_manifest("bad", "lsr-batch", {"koordinator.sh/qosClass": "LSR"},
+def test_invalid_qos_priority_combination_is_rejected(manager, crd_server):
+    crd_server.kubectl("create", "namespace", "lsr-batch")
+    proc = kubectl_apply(crd_server, pod_manifest("bad", "lsr-batch", {"koordinator.sh/qosClass": "LSR"},
                                               cpu="1", priority_class="koord-batch"), check=False)
     assert proc.returncode != 0
     assert ('admission webhook "vpod.koordinator.sh" denied the request: '
@@ -146,9 +136,9 @@ def test_invalid_qos_priority_combination_is_rejected(manager, server):
             ) in proc.stderr
 
 
-def test_elastic_quota_tree_violations_are_rejected(manager, server):
-    server.kubectl("create", "namespace", "quota")
-    kubectl_apply(server, """
+def test_elastic_quota_tree_violations_are_rejected(manager, crd_server):
+    crd_server.kubectl("create", "namespace", "quota")
+    kubectl_apply(crd_server, """
 apiVersion: scheduling.sigs.k8s.io/v1alpha1
 kind: ElasticQuota
 metadata:
@@ -160,7 +150,7 @@ spec:
   min: {cpu: "10", memory: 10Gi}
   max: {cpu: "20", memory: 20Gi}
 """)
-    proc = kubectl_apply(server, """
+    proc = kubectl_apply(crd_server, """
 apiVersion: scheduling.sigs.k8s.io/v1alpha1
 kind: ElasticQuota
 metadata:
@@ -176,7 +166,7 @@ spec:
     assert 'admission webhook "velasticquota.koordinator.sh" denied the request' in proc.stderr
     assert "checkMinQuotaSum" in proc.stderr
     # min > max is refused by the self checks.
-    proc = kubectl_apply(server, """
+    proc = kubectl_apply(crd_server, """
 apiVersion: scheduling.sigs.k8s.io/v1alpha1
 kind: ElasticQuota
 metadata:
@@ -189,11 +179,11 @@ spec:
     assert proc.returncode != 0 and "min 30 > max 20" in proc.stderr
 
 
-def test_unavailable_webhook_with_failure_policy_fail(manager, server, api):
+def test_unavailable_webhook_with_failure_policy_fail(manager, crd_server, crd_client):
     # Last in this module: it stops the manager the other tests share.
-    server.kubectl("create", "namespace", "nowebhook")
+    crd_server.kubectl("create", "namespace", "nowebhook")
     manager.stop()
-    proc = kubectl_apply(server, pod_manifest("p", "nowebhook"), check=False)
+    proc = kubectl_apply(crd_server, pod_manifest("p", "nowebhook"), check=False)
     assert proc.returncode != 0
     assert 'Internal error occurred: failed calling webhook "mpod-create.koordinator.sh"' in proc.stderr
-    assert api.list("Pod", "nowebhook")["items"] == []
+    assert crd_client.list("Pod", "nowebhook")["items"] == []

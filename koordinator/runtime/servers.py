@@ -44,7 +44,69 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class ProbeServer:
+class ServingThread:
+    """A ``ThreadingHTTPServer`` bound to ``addr`` and served on a thread of its own.
+
+    The part :class:`ProbeServer` and :class:`koordinator.runtime.webhook.WebhookServer` share:
+    the address syntax, the bind and its error, the bound address, the shutdown.
+    """
+
+    def __init__(self, addr: str, name: str, *, what: str = "address") -> None:
+        parsed = parse_addr(addr)
+        if parsed is None:
+            raise ValueError(f"invalid {what} {addr!r}: 0 means disabled, there is nothing to serve")
+        self._bind = parsed
+        self.name = name
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port); only valid after :meth:`start`."""
+        if self._server is None:
+            raise RuntimeError(f"{self.name} is not started")
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def local_address(self) -> tuple[str, int]:
+        """Where a client on this machine reaches the server (an all-interfaces bind gives loopback)."""
+        host, port = self.address
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        return host, port
+
+    def _listen(self, make: Callable[[tuple[str, int], bool], ThreadingHTTPServer]) -> None:
+        """Bind with ``make((host, port), ipv6)`` (OSError naming the address) and serve in a daemon thread."""
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} already started")
+        host, port = self._bind
+        try:
+            server = make((host, port), ":" in host)
+        except OSError as err:
+            raise OSError(err.errno, f"{self.name}: cannot listen on {host}:{port}: {err.strerror or err}") from err
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name=f"{self.name}-{self.address[1]}", daemon=True)
+        self._thread.start()
+
+    def _close(self, timeout: float) -> tuple[Any, threading.Thread | None]:
+        """Stop accepting and close the socket; returns the (server, thread) for the caller to finish."""
+        server, thread = self._server, self._thread
+        if server is not None:
+            if thread is not None and thread.is_alive():
+                # shutdown() waits for serve_forever to return; it returns within one poll interval.
+                done = threading.Thread(target=server.shutdown, name=f"{self.name}-shutdown", daemon=True)
+                done.start()
+                done.join(timeout)
+            server.server_close()
+        self._server = None
+        self._thread = None
+        return server, thread
+
+
+class ProbeServer(ServingThread):
     """HTTP server for ``/metrics`` (if ``registry``) and ``/healthz``, ``/livez``, ``/readyz`` (if any checks dict).
 
     ``addr`` is ``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT``; port 0 picks a free
@@ -55,17 +117,11 @@ class ProbeServer:
     def __init__(self, addr: str, *, registry: CollectorRegistry | None = None,
                  health_checks: dict[str, Check] | None = None, ready_checks: dict[str, Check] | None = None,
                  name: str = "probe-server") -> None:
-        parsed = parse_addr(addr)
-        if parsed is None:
-            raise ValueError(f"invalid address {addr!r}: 0 means disabled, there is nothing to serve")
-        self._bind = parsed
+        super().__init__(addr, name)
         self.registry = registry
         self.serve_probes = health_checks is not None or ready_checks is not None
         self.health_checks: dict[str, Check] = health_checks if health_checks is not None else {}
         self.ready_checks: dict[str, Check] = ready_checks if ready_checks is not None else {}
-        self.name = name
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def add_health_check(self, name: str, fn: Check) -> None:
         """Add a liveness check (it also counts for readiness, as in Kubernetes)."""
@@ -77,55 +133,25 @@ class ProbeServer:
         self.ready_checks[name] = fn
 
     @property
-    def address(self) -> tuple[str, int]:
-        """The bound (host, port); only valid after :meth:`start`."""
-        if self._server is None:
-            raise RuntimeError(f"{self.name} is not started")
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
-
-    @property
     def url(self) -> str:
         """``http://HOST:PORT`` of the bound socket (an all-interfaces bind gives 127.0.0.1)."""
-        host, port = self.address
-        if host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "::1"
+        host, port = self.local_address()
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> None:
         """Bind (OSError if the address is taken) and serve in a daemon thread."""
-        if self._server is not None:
-            raise RuntimeError(f"{self.name} already started")
-        host, port = self._bind
-        cls = _Server6 if ":" in host else _Server
-        try:
-            server = cls((host, port), self._handler_class())
-        except OSError as err:
-            raise OSError(err.errno, f"{self.name}: cannot listen on {host}:{port}: {err.strerror or err}") from err
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name=f"{self.name}-{self.address[1]}", daemon=True)
-        self._thread.start()
+        handler = self._handler_class()
+        self._listen(lambda addr, v6: (_Server6 if v6 else _Server)(addr, handler))
         log.info("serving name=%s addr=%s:%d metrics=%s probes=%s", self.name, *self.address,
                  self.registry is not None, self.serve_probes)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting, close the socket and join the serving thread (in-flight requests are not awaited)."""
-        server, thread = self._server, self._thread
+        server, thread = self._close(timeout)
         if server is None:
             return
-        if thread is not None and thread.is_alive():
-            # shutdown() waits for serve_forever to return; it returns within one poll interval.
-            done = threading.Thread(target=server.shutdown, name=f"{self.name}-shutdown", daemon=True)
-            done.start()
-            done.join(timeout)
-        server.server_close()
         if thread is not None:
             thread.join(timeout)
-        self._server = None
-        self._thread = None
         log.debug("stopped name=%s", self.name)
 
     # -- requests ------------------------------------------------------------------------

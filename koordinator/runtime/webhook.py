@@ -39,7 +39,7 @@ import orjson
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from koordinator.runtime.options import parse_addr
+from koordinator.runtime.servers import ServingThread
 
 log = logging.getLogger("koordinator.runtime.webhook")
 
@@ -318,7 +318,7 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class WebhookServer:
+class WebhookServer(ServingThread):
     """HTTPS server for admission webhooks; see the module docstring.
 
     ``addr`` is ``HOST:PORT``, ``:PORT`` (all interfaces) or ``[V6]:PORT``; port 0 picks a free
@@ -327,17 +327,11 @@ class WebhookServer:
 
     def __init__(self, addr: str, cert_dir: str, *, registry: CollectorRegistry | None = None,
                  name: str = "webhook-server") -> None:
-        parsed = parse_addr(addr)
-        if parsed is None:
-            raise ValueError(f"invalid webhook address {addr!r}: 0 means disabled, there is nothing to serve")
-        self._bind = parsed
+        super().__init__(addr, name, what="webhook address")
         self.cert_dir = cert_dir
-        self.name = name
         self._certs = _Certificates(cert_dir, name)
         self._handlers: dict[str, tuple[Handler, bool]] = {}
         self._metrics = _metrics_for(registry) if registry is not None else None
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def register(self, path: str, handler: Handler, *, mutating: bool = False) -> None:
         """Serve ``handler`` on ``path`` (``/validate-pod``); ``mutating`` handlers may return ``patched``."""
@@ -355,17 +349,9 @@ class WebhookServer:
         return sorted(self._handlers)
 
     @property
-    def address(self) -> tuple[str, int]:
-        """The bound (host, port); only valid after :meth:`start`."""
-        if self._server is None:
-            raise RuntimeError(f"{self.name} is not started")
-        host, port = self._server.server_address[:2]
-        return str(host), int(port)
-
-    @property
     def url(self) -> str:
         """``https://HOST:PORT`` of the bound socket (an all-interfaces bind gives the loopback address)."""
-        host, port = self._client_target()
+        host, port = self.local_address()
         return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
     def start(self) -> None:
@@ -373,30 +359,17 @@ class WebhookServer:
         if self._server is not None:
             raise RuntimeError(f"{self.name} already started")
         self._certs.load()
-        host, port = self._bind
-        cls = _Server6 if ":" in host else _Server
-        try:
-            server = cls((host, port), self._handler_class(), self)
-        except OSError as err:
-            raise OSError(err.errno, f"{self.name}: cannot listen on {host}:{port}: {err.strerror or err}") from err
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name=f"{self.name}-{self.address[1]}", daemon=True)
-        self._thread.start()
+        handler = self._handler_class()
+        self._listen(lambda addr, v6: (_Server6 if v6 else _Server)(addr, handler, self))
         log.info("serving webhooks name=%s addr=%s:%d cert_dir=%s paths=%s", self.name, *self.address,
                  self.cert_dir, ",".join(self.paths))
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting, let in-flight requests answer, close idle connections and join every thread."""
-        server, thread = self._server, self._thread
+        deadline = time.monotonic() + timeout
+        server, thread = self._close(timeout)
         if server is None:
             return
-        deadline = time.monotonic() + timeout
-        if thread is not None and thread.is_alive():
-            done = threading.Thread(target=server.shutdown, name=f"{self.name}-shutdown", daemon=True)
-            done.start()
-            done.join(timeout)
-        server.server_close()
         with server.conn_lock:
             connections = list(server.connections.items())
         for sock, _ in connections:
@@ -409,8 +382,6 @@ class WebhookServer:
             conn_thread.join(max(0.0, deadline - time.monotonic()))
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._server = None
-        self._thread = None
         log.debug("stopped name=%s", self.name)
 
     def ready(self) -> str | None:
@@ -427,7 +398,7 @@ class WebhookServer:
         client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         client.check_hostname = False
         client.verify_mode = ssl.CERT_NONE
-        host, port = self._client_target()
+        host, port = self.local_address()
         try:
             with socket.create_connection((host, port), timeout=2.0) as raw:
                 with client.wrap_socket(raw) as tls:
@@ -435,14 +406,6 @@ class WebhookServer:
         except (OSError, ssl.SSLError) as err:
             return f"TLS handshake with {host}:{port} failed: {err}"
         return None
-
-    def _client_target(self) -> tuple[str, int]:
-        host, port = self.address
-        if host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "::1"
-        return host, port
 
     # -- requests --------------------------------------------------------------------------
 

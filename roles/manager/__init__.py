@@ -122,21 +122,21 @@ def register(runtime: Any, options: Any) -> ManagerParts:
     from roles.manager.controllers import NodeResourceController, add_nodemetric_controller, add_nodeslo_controller
     from roles.manager.sloconfig_cache import SLOConfigCache
 
-    check_options(options)
     extra = options.extra
+    # The same checks as check_options (which the CLI runs first): bad values raise here too.
     gates = features.resolve(options.feature_gates)
     namespace, name = extra["config_namespace"], extra["slo_config_name"]
     config = SLOConfigCache(
         runtime.informers.informer("ConfigMap", namespace=namespace, field_selector=f"metadata.name={name}"),
         namespace, name, recorder=runtime.event_recorder(), metrics=runtime.metrics)
     controllers = enabled_controllers(extra["controllers"])
+    plugins = noderesource_plugins(extra["noderesource_plugins"])
     if "nodemetric" in controllers:
         add_nodemetric_controller(runtime, config)
     if "nodeslo" in controllers:
         add_nodeslo_controller(runtime, config)
     if "noderesource" in controllers:
-        NodeResourceController(runtime, config, plugins=noderesource_plugins(extra["noderesource_plugins"]),
-                               gpu_shared=gates["EnableSyncGPUSharedResource"])
+        NodeResourceController(runtime, config, plugins=plugins, gpu_shared=gates["EnableSyncGPUSharedResource"])
     log.info("manager controllers=%s", ",".join(controllers) or "none")
     parts = ManagerParts(config=config, controllers=controllers)
     if extra["webhook_port"]:

@@ -27,6 +27,14 @@ def obj(request: Obj, which: str = "object") -> Obj | None:
     return value
 
 
+def object_and_old(request: Obj) -> tuple[Obj, Obj | None]:
+    """The request's object (required) and, for an UPDATE, its oldObject; :class:`BadObject` otherwise."""
+    new = obj(request)
+    if new is None:
+        raise BadObject("there is no content to decode")
+    return new, obj(request, "oldObject") if operation(request) == UPDATE else None
+
+
 def ignored(request: Obj, resource: str) -> bool:
     """A subresource, or another resource than ``resource``: not ours to judge (allowed)."""
     res = request.get("resource") or {}

@@ -176,12 +176,9 @@ class ConfigMapValidatingHandler:
                             (request.get("userInfo") or {}).get("username", ""))
             return allowed()
         try:
-            config = rq.obj(request)
-            old = rq.obj(request, "oldObject") if op == rq.UPDATE else None
+            config, old = rq.object_and_old(request)
         except rq.BadObject as exc:
             return errored(400, str(exc))
-        if config is None:
-            return errored(400, "there is no content to decode")
         namespace = rq.meta(config).get("namespace") or request.get("namespace") or ""
         if namespace != self.namespace or rq.name(config) != self.name:
             return allowed()

@@ -41,11 +41,9 @@ class ElasticQuotaMutatingHandler:
         if rq.ignored(request, RESOURCE) or rq.operation(request) != rq.CREATE:
             return allowed()
         try:
-            quota = rq.obj(request)
+            quota, _ = rq.object_and_old(request)
         except rq.BadObject as exc:
             return errored(400, str(exc))
-        if quota is None:
-            return errored(400, "there is no content to decode")
         mutated = copy.deepcopy(quota)
         try:
             QuotaTopology.build(self.listers.elastic_quotas(), self.listers).fill_defaults(mutated)
@@ -68,18 +66,14 @@ class ElasticQuotaValidatingHandler:
         op = rq.operation(request)
         try:
             if op == rq.DELETE:
-                quota = rq.obj(request, "oldObject")
-                old = None
+                quota, old = rq.obj(request, "oldObject"), None
+                if quota is None:
+                    # No old object (an API server older than 1.16): nothing to judge by.
+                    return allowed()
             else:
-                quota = rq.obj(request)
-                old = rq.obj(request, "oldObject") if op == rq.UPDATE else None
+                quota, old = rq.object_and_old(request)
         except rq.BadObject as exc:
             return errored(400, str(exc))
-        if quota is None:
-            if op == rq.DELETE:
-                # No old object (an API server older than 1.16): nothing to judge by.
-                return allowed()
-            return errored(400, "there is no content to decode")
         topology = QuotaTopology.build(self.listers.elastic_quotas(), self.listers)
         try:
             if op == rq.CREATE:

@@ -59,12 +59,9 @@ class PodValidatingHandler:
         if op not in (rq.CREATE, rq.UPDATE):
             return allowed()
         try:
-            pod = rq.obj(request)
-            old = rq.obj(request, "oldObject") if op == rq.UPDATE else None
+            pod, old = rq.object_and_old(request)
         except rq.BadObject as exc:
             return errored(400, str(exc))
-        if pod is None:
-            return errored(400, "there is no content to decode")
         errors = colocation_errors(pod, old, skip_priority_label=self.gates.get(GATE_SKIP_VALIDATING_PRIORITY, False))
         if errors:
             return errored(400, fe.aggregate(errors))
