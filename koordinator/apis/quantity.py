@@ -272,9 +272,22 @@ def canonical(raw: str | int | float | None) -> str:
     return _parse_full(_text_of(raw)).string
 
 
+_TEXT_NANOS: dict[str, int] = {}
+_TEXT_NANOS_MAX = 8192
+
+
 def _to_nanos(q: Any) -> int:
     """Nanos of a value or quantity text, rounding finer values away from zero."""
-    if isinstance(q, str) or q is None:
+    if isinstance(q, str):
+        # The same few texts ("100m", "512Mi") come back for every pod a scheduler or controller reads.
+        nanos = _TEXT_NANOS.get(q)
+        if nanos is None:
+            nanos = _nanos_of(q)[0]
+            if len(_TEXT_NANOS) >= _TEXT_NANOS_MAX:
+                _TEXT_NANOS.clear()
+            _TEXT_NANOS[q] = nanos
+        return nanos
+    if q is None:
         return _nanos_of(q)[0]
     if isinstance(q, bool):
         raise QuantityError(ERR_FORMAT_WRONG)

@@ -142,12 +142,20 @@ class WatchStream:
         return self._closed.is_set()
 
 
+#: Connections kept open to the API server per client.
+POOL_SIZE = 64
+
+
 class Client:
     """A Kubernetes API client over plain dict objects. Thread-safe; share one per process."""
 
     def __init__(self, configuration: k8s_client.Configuration, *, kinds: KindRegistry | None = None,
                  qps: float = 20.0, burst: int = 30, metrics: RuntimeMetrics | None = None,
                  user_agent: str = "koordinator", max_attempts: int = 5) -> None:
+        # Every informer's watch holds a connection for minutes, and workers (a scheduler's binders)
+        # send requests at once: the package's default pool (5 per CPU) would open and discard a
+        # connection per request once it is exhausted.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
         self._api = k8s_client.ApiClient(configuration)
         self._config = configuration
         self._pool = self._api.rest_client.pool_manager

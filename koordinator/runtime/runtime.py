@@ -208,7 +208,10 @@ class Runtime:
                 signal.signal(sig, lambda s, _f: self.request_stop(signal.Signals(s).name))
         try:
             self.start()
-            self._done.wait()
+            # Wake up regularly: a SIGTERM the kernel delivers to another thread only sets a flag,
+            # and the main thread runs the Python handler once it executes bytecode again.
+            while not self._done.wait(0.5):
+                pass
         finally:
             self.stop()
         return self.exit_code
