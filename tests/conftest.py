@@ -48,6 +48,17 @@ def crd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerPr
         server.stop()
 
 
+@pytest.fixture
+def fresh_crd_server(tmp_path) -> Iterator[ApiServerProcess]:
+    """A server of the test's own with Koordinator's CRDs, for roles that act on every Node (the scheduler)."""
+    server = ApiServerProcess(tmp_path / "crd-server")
+    server.start("--crd-dir", str(CRD_DIR))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def crd_client(crd_server: ApiServerProcess) -> Iterator[Client]:
     """The runtime's client for :func:`crd_server`, unthrottled, with namespace koordinator-system."""

@@ -1,0 +1,106 @@
+"""Role ``scheduler`` (koord-scheduler): kube-scheduler's framework with Koordinator's plugins.
+
+Pods whose ``spec.schedulerName`` names a profile of the configuration (``koord-scheduler`` by
+default) are scheduled: PreFilter → Filter → PostFilter (preemption) → Score → Reserve →
+Permit, then PreBind → Bind on binder threads. ``--config`` is a KubeSchedulerConfiguration
+(``kubescheduler.config.k8s.io/v1``) file, usually the mounted ``koord-scheduler-config``
+ConfigMap; without it the default profile is used. With ``--config`` its ``leaderElection`` and
+``clientConnection`` sections take the place of the ``--leader-elect*`` and ``--kube-api-*`` flags,
+as for kube-scheduler. Score weights, plugin args (for plugins that support it),
+``percentageOfNodesToScore`` and the backoff durations are hot reloaded; other changes are
+logged and need a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("koordinator.scheduler")
+
+
+def add_flags(group: argparse._ArgumentGroup) -> None:
+    """koord-scheduler's own flags (the shared ones come from the runtime)."""
+    group.add_argument("--debug-scores", type=int, default=0, metavar="N",
+                       help="log the top N nodes' scores of every scheduled pod (0: off)")
+
+
+def load_configuration(path: str | None) -> Any:
+    """The KubeSchedulerConfiguration of ``--config`` (or the default one); raises ValueError naming fields."""
+    from roles.scheduler import config as cfg
+    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+
+    kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
+    try:
+        if path:
+            return cfg.load_file(_config_file(path), **kwargs)
+        return cfg.default_configuration(**kwargs)
+    except cfg.ConfigError as err:
+        raise ValueError(f"--config {path}: {err}" if path else str(err)) from None
+
+
+def _config_file(path: str) -> str:
+    """A mounted ConfigMap directory holds one key: the configuration file inside it."""
+    import os
+
+    if os.path.isdir(path):
+        keys = sorted(k for k in os.listdir(path) if not k.startswith(".."))
+        if len(keys) != 1:
+            raise ValueError(f"--config {path}: a directory must hold exactly one configuration file, found "
+                             f"{', '.join(keys) or 'none'}")
+        return os.path.join(path, keys[0])
+    return path
+
+
+def apply_configuration(config: Any, options: Any) -> None:
+    """kube-scheduler's precedence: with --config, its leaderElection/clientConnection replace the flags."""
+    if not options.config:
+        return
+    le = config.leader_election
+    options.leader_elect = bool(le["leaderElect"])
+    options.leader_elect_name = le["resourceName"]
+    options.leader_elect_namespace = le["resourceNamespace"]
+    options.leader_elect_lease_duration = le["leaseDuration"]
+    options.leader_elect_renew_deadline = le["renewDeadline"]
+    options.leader_elect_retry_period = le["retryPeriod"]
+    options.kube_api_qps = config.client_qps
+    options.kube_api_burst = config.client_burst
+
+
+def check_options(options: Any) -> None:
+    """Load and check the configuration (plugin args included) before anything starts."""
+    from roles.scheduler.framework.handle import PluginHandle
+    from roles.scheduler.framework.runtime import Framework
+    from roles.scheduler.plugins import in_tree_registry
+
+    if options.extra.get("debug_scores", 0) < 0:
+        raise ValueError(f"--debug-scores: {options.extra['debug_scores']}: must not be negative")
+    config = load_configuration(options.config)
+    registry = in_tree_registry()
+    for profile in config.profiles:
+        Framework(profile, registry, PluginHandle())  # plugin factories validate their args
+    apply_configuration(config, options)
+
+
+@dataclass
+class SchedulerParts:
+    """What :func:`register` added, for tools and tests that look inside a running scheduler."""
+
+    config: Any
+    scheduler: Any
+    queue: Any
+    cache: Any
+    frameworks: dict
+
+
+def register(runtime: Any, options: Any) -> SchedulerParts:
+    """Build the profiles' frameworks, the queue, the cache and the scheduler, and wire the informers."""
+    from roles.scheduler.wiring import build
+
+    config = load_configuration(options.config)
+    parts = build(runtime, config, debug_scores=options.extra.get("debug_scores", 0),
+                  config_path=options.config)
+    log.info("scheduler profiles=%s", ",".join(parts.frameworks))
+    return parts

@@ -1,0 +1,331 @@
+"""Row-aligned arrays of everything Filter and Score need per node, and the vectorised rules over them.
+
+``NodeRows`` has two base halves, refreshed independently:
+
+- node-derived (thresholds with the node's annotation override, allocatable from EstimateNode):
+  rewritten when the node object of a row changes;
+- cache-derived (found / has-nodeMetric flags, updateTime, existing load per mode): rewritten for
+  the rows whose node the assign cache marked dirty.
+
+``derive``/``derive_row`` turn them into pod-independent arrays, per kind of incoming pod (index
+0: not prod, 1: prod), so that ``filter_rows``/``score_rows`` evaluate reference §2.1.5/§2.1.6 for a
+pod with a handful of vector operations over any subset of rows. Matrices are resource-major
+(resources × nodes): numpy reduces badly over a short last axis, so per-resource rows are combined
+with a Python loop over the few resources instead. The per-node Filter/Score build a one-row
+``NodeRows`` and call the same functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from roles.scheduler.framework.status import UNSCHEDULABLE
+from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, go_round
+from roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
+from roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
+from roles.scheduler.plugins.loadaware.thresholds import node_profile
+
+REASON_EXPIRED = "node(s) nodeMetric expired"
+NEVER = 1 << 62  # a room no estimate reaches: the resource is not checked on that node
+
+
+def usage_reason(resource: str, aggregated: bool) -> str:
+    if aggregated:
+        return f"node(s) {resource} aggregated usage exceed threshold"
+    return f"node(s) {resource} usage exceed threshold"
+
+
+def go_round_array(x: np.ndarray) -> np.ndarray:
+    """Go's math.Round (half away from zero) element-wise, as int64."""
+    a = np.abs(x)
+    r = np.floor(a)
+    r += (a - r) >= 0.5
+    return (np.sign(x) * r).astype(np.int64)
+
+
+def failing_total_array(thr: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+    """Smallest integer total with ``go_round(total / alloc * 100) > thr`` (element-wise; alloc > 0)."""
+    t = np.maximum(thr, 0)
+    # The real boundary: total / alloc * 100 >= thr + 0.5  <=>  total >= (2 thr + 1) alloc / 200.
+    limit = -((-(2 * t + 1) * alloc) // 200)
+
+    def fails(total: np.ndarray) -> np.ndarray:
+        return go_round_array(total / alloc * 100) > t
+
+    for _ in range(2):  # float rounding in Koordinator's formula can move the boundary by a unit
+        limit = np.where(fails(limit - 1), limit - 1, limit)
+    for _ in range(2):
+        limit = np.where(fails(limit), limit, limit + 1)
+    return limit
+
+
+def failing_total(thr: int, alloc: int) -> int:
+    """Scalar twin of :func:`failing_total_array` (same float operations, so the same boundary)."""
+    t = max(thr, 0)
+    limit = -((-(2 * t + 1) * alloc) // 200)
+
+    def fails(total: int) -> bool:
+        return go_round(float(total) / float(alloc) * 100) > t
+
+    for _ in range(2):
+        if fails(limit - 1):
+            limit -= 1
+    for _ in range(2):
+        if not fails(limit):
+            limit += 1
+    return limit
+
+
+class NodeRows:
+    """Per-row arrays (see module docstring); matrices are (resources × rows)."""
+
+    def __init__(self, n: int, args: LoadAwareArgs) -> None:
+        w = len(args.resources)
+        self.args = args
+        self.resources = args.resources
+        self.width = w
+        self.n = n
+        self.node_objs: list[Any] = [None] * n
+        self.names: list[str] = [""] * n
+        # node-derived
+        self.thr_usage = np.zeros((w, n), dtype=np.int64)
+        self.thr_prod = np.zeros((w, n), dtype=np.int64)
+        self.thr_agg = np.zeros((w, n), dtype=np.int64)
+        self.has_prod = np.zeros(n, dtype=bool)
+        self.is_agg = np.zeros(n, dtype=bool)
+        self.agg_keys: list[tuple[str, float] | None] = [None] * n
+        self.alloc = np.zeros((w, n), dtype=np.int64)
+        # cache-derived
+        self.found = np.zeros(n, dtype=bool)
+        self.has_nm = np.zeros(n, dtype=bool)
+        self.update_time = np.full(n, np.nan)
+        self.ex_node = np.zeros((w, n), dtype=np.int64)
+        self.ex_prod = np.zeros((w, n), dtype=np.int64)
+        self.ex_fagg = np.zeros((w, n), dtype=np.int64)
+        self.ex_sagg = np.zeros((w, n), dtype=np.int64)
+        # derived
+        self.expire_at = np.full(n, -np.inf)      # now >= expire_at: expired (no updateTime: always)
+        self.valid = np.zeros(n, dtype=bool)      # found and status.nodeMetric present
+        self.room = [np.full((w, n), NEVER, dtype=np.int64) for _ in range(2)]
+        self.agg_reason = [np.zeros(n, dtype=bool) for _ in range(2)]
+        self.check_expired = [np.zeros(n, dtype=bool) for _ in range(2)]
+        self.check_usage = [np.zeros(n, dtype=bool) for _ in range(2)]
+        self.free = [np.zeros((w, n), dtype=np.int64) for _ in range(2)]  # allocatable - existing; -1: no capacity
+        self.safe_alloc = np.ones((w, n), dtype=np.int64)
+        self.weights = [int(args.resource_weights.get(name, 0)) for name in args.resources]
+        self._arange = np.arange(n, dtype=np.int64)
+
+    def _vec(self, amounts: Mapping[str, int]) -> list[int]:
+        return [int(amounts.get(name, 0)) for name in self.resources]
+
+    # -- base halves -------------------------------------------------------------------------------
+
+    def fill_node(self, row: int, name: str, node: Mapping[str, Any] | None, allocatable_milli: Mapping[str, int],
+                  estimator: DefaultEstimator) -> None:
+        """Node-derived half of ``row``."""
+        profile = node_profile(node, self.args)
+        self.node_objs[row] = node
+        self.names[row] = name
+        self.thr_usage[:, row] = self._vec(profile.usage)
+        self.thr_prod[:, row] = self._vec(profile.prod)
+        # "prod thresholds non-empty" is about the map, not its values (all-zero then passes).
+        self.has_prod[row] = bool(profile.prod)
+        agg = profile.aggregated
+        self.is_agg[row] = agg is not None
+        self.agg_keys[row] = None if agg is None else (agg.aggregation_type, agg.duration)
+        self.thr_agg[:, row] = self._vec(agg.thresholds) if agg is not None else 0
+        self.alloc[:, row] = self._vec(estimator.estimate_node(node, allocatable_milli))
+
+    def fill_cache(self, row: int, cache: PodAssignCache) -> None:
+        """Cache-derived half of ``row``; the caller holds ``cache.lock``."""
+        n = cache.get(self.names[row])
+        if n is None or n.metric is None:
+            self.found[row] = False
+            self.has_nm[row] = False
+            self.update_time[row] = np.nan
+            for a in (self.ex_node, self.ex_prod, self.ex_fagg, self.ex_sagg):
+                a[:, row] = 0
+            return
+        self.found[row] = True
+        self.has_nm[row] = n.has_node_metric
+        self.update_time[row] = np.nan if n.update_time is None else n.update_time
+        self.ex_node[:, row] = n.existing(False)
+        self.ex_prod[:, row] = n.existing(True)
+        key = self.agg_keys[row]
+        self.ex_fagg[:, row] = n.existing(False, key[0], key[1]) if key is not None else 0
+        agg = self.args.aggregated
+        self.ex_sagg[:, row] = (n.existing(False, agg.score_aggregation_type, agg.score_aggregated_duration)
+                                if agg.score_enabled else 0)
+
+    # -- derived arrays ----------------------------------------------------------------------------
+
+    def _score_existing(self, v: int) -> np.ndarray:
+        if v == 1 and self.args.score_according_prod_usage:
+            return self.ex_prod
+        if self.args.aggregated.score_enabled:
+            return self.ex_sagg
+        return self.ex_node
+
+    def derive(self) -> None:
+        """Recompute every derived array from the base arrays (vectorised; after a rebuild).
+
+        Filter needs, per row and resource, the ``room`` left before the rounded usage percentage
+        exceeds the threshold: the pod fails there iff its estimate >= room. The boundary is found
+        in integers, then nudged to agree exactly with Koordinator's float formula
+        ``round(total / allocatable * 100) > threshold``.
+        """
+        args = self.args
+        alloc = self.alloc
+        has_alloc = alloc > 0
+        self.safe_alloc = np.where(has_alloc, alloc, 1)
+        ut = self.update_time
+        self.expire_at = np.where(np.isnan(ut), -np.inf, ut + args.node_metric_expiration_seconds)
+        self.valid = self.found & self.has_nm
+        for v in (0, 1):
+            prod_mode = self.has_prod & bool(v)
+            is_agg = self.is_agg & ~prod_mode
+            thr = np.where(prod_mode, self.thr_prod, np.where(is_agg, self.thr_agg, self.thr_usage))
+            existing = np.where(prod_mode, self.ex_prod, np.where(is_agg, self.ex_fagg, self.ex_node))
+            active = thr > 0
+            limit = failing_total_array(thr, self.safe_alloc)
+            self.room[v] = np.where(active & has_alloc, limit - existing, NEVER)
+            self.agg_reason[v] = is_agg
+            self.check_expired[v] = active.any(axis=0) & self.found
+            self.check_usage[v] = self.check_expired[v] & self.has_nm
+            self.free[v] = np.where(has_alloc, alloc - self._score_existing(v), -1)
+
+    def derive_row(self, row: int) -> None:
+        """:meth:`derive` for one row, in plain Python (cheap for the few rows a cycle refreshes)."""
+        args = self.args
+        ut = float(self.update_time[row])
+        self.expire_at[row] = -np.inf if ut != ut else ut + args.node_metric_expiration_seconds
+        found, has_nm = bool(self.found[row]), bool(self.has_nm[row])
+        self.valid[row] = found and has_nm
+        alloc = self.alloc[:, row].tolist()
+        for v in (0, 1):
+            prod_mode = bool(self.has_prod[row]) and v == 1
+            is_agg = bool(self.is_agg[row]) and not prod_mode
+            if prod_mode:
+                thr, existing = self.thr_prod[:, row], self.ex_prod[:, row]
+            elif is_agg:
+                thr, existing = self.thr_agg[:, row], self.ex_fagg[:, row]
+            else:
+                thr, existing = self.thr_usage[:, row], self.ex_node[:, row]
+            thr, existing = thr.tolist(), existing.tolist()
+            room = [failing_total(t, a) - e if t > 0 and a > 0 else NEVER for t, a, e in zip(thr, alloc, existing)]
+            self.room[v][:, row] = room
+            self.agg_reason[v][row] = is_agg
+            active = any(t > 0 for t in thr)
+            self.check_expired[v][row] = active and found
+            self.check_usage[v][row] = active and found and has_nm
+            score_existing = self._score_existing(v)[:, row].tolist()
+            self.free[v][:, row] = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
+        self.safe_alloc[:, row] = [a if a > 0 else 1 for a in alloc]
+
+    def is_all(self, idx: np.ndarray) -> bool:
+        return len(idx) == self.n and (self.n == 0 or bool((idx == self._arange).all()))
+
+    def use_all(self, idx: np.ndarray) -> bool:
+        """Whether to evaluate every row and pick ``idx`` from the result: gathering each input
+        matrix costs more than the arithmetic on rows that are not needed, unless few are asked for."""
+        return 4 * len(idx) >= self.n
+
+
+class PodContext:
+    """What Filter/Score need from the incoming pod: its estimate (None = estimation error) and class."""
+
+    __slots__ = ("estimate", "prod", "daemonset")
+
+    def __init__(self, estimate: list[int] | None, prod: bool, daemonset: bool) -> None:
+        self.estimate = estimate
+        self.prod = prod
+        self.daemonset = daemonset
+
+
+def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> tuple[np.ndarray, list]:
+    """(passed, [(code, reason, mask)]) for ``rows`` at ``idx`` (reference §2.1.5)."""
+    k = len(idx)
+    if pod.daemonset or k == 0:
+        return np.ones(k, dtype=bool), []
+    if not rows.is_all(idx) and rows.use_all(idx):
+        passed, failures = filter_rows(rows, rows._arange, pod, now)
+        return passed[idx], [(code, reason, mask[idx]) for code, reason, mask in failures
+                             if mask[idx].any()]
+    args = rows.args
+    full = rows.is_all(idx)
+    v = 1 if pod.prod else 0
+    failures: list = []
+    check = rows.check_usage[v] if full else rows.check_usage[v][idx]
+    passed = None
+    if args.filter_expired_node_metrics:
+        expire_at = rows.expire_at if full else rows.expire_at[idx]
+        check_expired = rows.check_expired[v] if full else rows.check_expired[v][idx]
+        expired = check_expired & (now >= expire_at)
+        if expired.any():
+            if not args.enable_schedule_when_node_metrics_expired:
+                passed = ~expired
+                failures.append((UNSCHEDULABLE, REASON_EXPIRED, expired))
+            check = check & ~expired
+    room = rows.room[v] if full else rows.room[v][:, idx]
+    estimate = pod.estimate or [0] * rows.width
+    failing = None
+    for r in range(rows.width):
+        over = room[r] <= estimate[r]
+        failing = over if failing is None else failing | over
+    if failing is None:
+        return (np.ones(k, dtype=bool) if passed is None else passed), failures
+    failing &= check
+    sel = np.flatnonzero(failing)
+    if passed is None:
+        passed = np.ones(k, dtype=bool)
+    if sel.size == 0:
+        return passed, failures
+    passed &= ~failing
+    # The first resource (sorted order) over its threshold names the failure.
+    sub = room[:, sel]
+    first = np.full(sel.size, -1, dtype=np.int64)
+    for r in range(rows.width - 1, -1, -1):
+        first[sub[r] <= estimate[r]] = r
+    agg = (rows.agg_reason[v] if full else rows.agg_reason[v][idx])[sel]
+    combo = first * 2 + agg
+    for c in np.unique(combo):
+        mask = np.zeros(k, dtype=bool)
+        mask[sel[combo == c]] = True
+        failures.append((UNSCHEDULABLE, usage_reason(rows.resources[int(c) // 2], bool(c % 2)), mask))
+    return passed, failures
+
+
+def score_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> np.ndarray:
+    """Scores 0..100 for ``rows`` at ``idx`` (reference §2.1.6)."""
+    args = rows.args
+    k = len(idx)
+    weights = rows.weights
+    dom = args.dominant_resource_weight
+    weight_sum = sum(weights) + dom
+    if k == 0 or weight_sum <= 0 or pod.estimate is None:
+        return np.zeros(k, dtype=np.int64)
+    full = rows.is_all(idx)
+    if not full and rows.use_all(idx):
+        return score_rows(rows, rows._arange, pod, now)[idx]
+    v = 1 if pod.prod else 0
+    free = rows.free[v] if full else rows.free[v][:, idx]
+    cap = rows.safe_alloc if full else rows.safe_alloc[:, idx]
+    total = np.zeros(k, dtype=np.int64)
+    dominant = None
+    for r in range(rows.width):
+        # leastUsed = (capacity - used) * 100 // capacity, 0 when over capacity or no capacity (free -1).
+        left = free[r] - pod.estimate[r]
+        least = np.maximum(left * 100 // cap[r], 0)
+        if weights[r]:
+            total += weights[r] * least
+        if dom:
+            dominant = least if dominant is None else np.minimum(dominant, least)
+    if dom and dominant is not None:
+        total += np.minimum(100, dominant) * dom
+    total //= weight_sum
+    valid = rows.valid if full else rows.valid[idx]
+    expire_at = rows.expire_at if full else rows.expire_at[idx]
+    total[~(valid & (now < expire_at))] = 0
+    return total
