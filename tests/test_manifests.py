@@ -332,6 +332,8 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
                                   ("storage.k8s.io", "csinodes", "list"), ("storage.k8s.io", "storageclasses", "list"),
                                   ("", "persistentvolumeclaims", "list"), ("", "persistentvolumes", "list"),
                                   ("slo.koordinator.sh", "nodemetrics", "watch"),
+                                  ("", "services", "watch"), ("apps", "replicasets", "watch"),
+                                  ("apps", "statefulsets", "watch"), ("policy", "poddisruptionbudgets", "watch"),
                                   ("scheduling.koordinator.sh", "reservations/status", "update"),
                                   ("scheduling.sigs.k8s.io", "podgroups", "update")]:
         assert _allows(s, group, resource, verb), (resource, verb)

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Benchmark the scheduler; prints one JSON document.
+
+Shaped like kube-scheduler's scheduler_perf SchedulingBasic: nodes of 4 cpu / 32Gi / 110 pods,
+pods requesting 100m / 500Mi; "init" pods already on the nodes, then the measured pods.
+
+Two measurements per case:
+
+- ``algorithm``: the scheduling cycle alone, in process, no API calls (snapshot update, PreFilter,
+  Filter, Score, select, assume, Reserve) — pods per second;
+- ``end_to_end``: ``koordinator apiserver`` and ``koordinator --role=scheduler`` as processes,
+  nodes and every pod created first, then the scheduler started; ``pods_per_second`` is the
+  measured pods over the time from the scheduler's start until the last is bound (a watch sees
+  the bindings), ``measured_phase_pods_per_second`` over the time from the first binding to the last.
+
+Cases: 500 nodes / 1,000 pods and 5,000 nodes / 10,000 pods, each without and with
+LoadAwareScheduling (NodeMetrics present for every node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NS = "bench"
+
+
+def node_obj(i: int) -> dict:
+    name = f"node-{i:05d}"
+    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": alloc, "allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod_obj(name: str, node: str | None = None) -> dict:
+    spec: dict = {"schedulerName": "koord-scheduler",
+                  "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                  "resources": {"requests": {"cpu": "100m", "memory": "500Mi"},
+                                                "limits": {"cpu": "100m", "memory": "500Mi"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+def node_metric(i: int, cpu_milli: int, mem_gi: int) -> tuple[dict, dict]:
+    name = f"node-{i:05d}"
+    obj = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": name},
+           "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}}}
+    status = {"updateTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{cpu_milli}m", "memory": f"{mem_gi}Gi"}}}}
+    return obj, status
+
+
+CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {{leaderElect: false}}
+clientConnection: {{qps: 5000, burst: 5000}}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+{plugins}
+"""
+WITHOUT_LOADAWARE = """    filter: {disabled: [{name: LoadAwareScheduling}]}
+    score: {disabled: [{name: LoadAwareScheduling}]}
+    reserve: {disabled: [{name: LoadAwareScheduling}]}"""
+WITH_LOADAWARE = """    filter: {enabled: [{name: LoadAwareScheduling}]}
+    score: {enabled: [{name: LoadAwareScheduling, weight: 1}]}
+    reserve: {enabled: [{name: LoadAwareScheduling}]}"""
+
+
+def config_text(loadaware: bool) -> str:
+    return CONFIG.format(plugins=WITH_LOADAWARE if loadaware else WITHOUT_LOADAWARE)
+
+
+# -- algorithm only -------------------------------------------------------------------------------
+
+def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool) -> dict:
+    import yaml
+
+    from roles.scheduler import config as cfg
+    from roles.scheduler.cache import SchedulerCache
+    from roles.scheduler.framework.handle import PluginHandle
+    from roles.scheduler.framework.runtime import Framework
+    from roles.scheduler.framework.status import CycleState
+    from roles.scheduler.framework.types import PodInfo
+    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+    from roles.scheduler.scheduler import Scheduler
+
+    registry = in_tree_registry()
+    config = cfg.parse(yaml.safe_load(config_text(loadaware)), registry_names=set(registry.names()),
+                       not_implemented=NOT_IMPLEMENTED)
+    cache = SchedulerCache()
+    holder: dict = {}
+    handle = PluginHandle(snapshot_source=lambda: holder["s"].snapshot)
+    fwk = Framework(config.profiles[0], registry, handle)
+    sched = Scheduler(frameworks={fwk.profile_name: fwk}, cache=cache, queue=None, client=None,
+                      pod_lookup=lambda key: None)
+    holder["s"] = sched
+    for i in range(nodes):
+        cache.add_node(node_obj(i))
+    la = fwk.plugin("LoadAwareScheduling")
+    if loadaware and la is not None:
+        for i in range(nodes):
+            obj, status = node_metric(i, 400 + (i * 37) % 2000, 4 + i % 16)
+            la.cache.on_node_metric_add({**obj, "status": status})
+    uid = 0
+
+    def make(name: str, node: str | None = None) -> dict:
+        nonlocal uid
+        uid += 1
+        p = pod_obj(name, node)
+        p["metadata"]["uid"] = f"uid-{uid}"
+        return p
+
+    for i in range(init_pods):
+        cache.add_pod(make(f"init-{i}", f"node-{i % nodes:05d}"))
+    todo = [PodInfo(make(f"pod-{i}")) for i in range(pods)]
+    start = time.perf_counter()
+    for pi in todo:
+        state = CycleState()
+        cache.update_snapshot(sched.snapshot)
+        row = sched._schedule_pod(fwk, state, pi, sched.snapshot)
+        node_name = sched.snapshot.node_infos[row].name
+        assumed = pi.with_node(node_name)
+        cache.assume_pod(assumed, node_name)
+        fwk.run_reserve(state, assumed, node_name)
+    elapsed = time.perf_counter() - start
+    return {"pods": pods, "seconds": round(elapsed, 3), "pods_per_second": round(pods / elapsed, 1)}
+
+
+# -- end to end -----------------------------------------------------------------------------------
+
+class Api:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.local = threading.local()
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        conn.request(method, path, body=orjson.dumps(body) if body is not None else None,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: {resp.status} {data[:300]!r}")
+        return resp.status, data
+
+    def create_all(self, path_of, objs: list[dict], threads: int = 8) -> None:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda o: self.call("POST", path_of(o), o), objs))
+
+
+class BindWatch:
+    """Counts the pods of the namespace that got a nodeName, with the time of the first and last."""
+
+    def __init__(self, port: int, rv: str, wanted: set[str]) -> None:
+        self.wanted = wanted
+        self.bound: set[str] = set()
+        self.first = self.last = 0.0
+        self.done = threading.Event()
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.conn.request("GET", f"/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}")
+        self.resp = self.conn.getresponse()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for line in self.resp:
+            event = orjson.loads(line)
+            obj = event["object"]
+            name = obj["metadata"]["name"]
+            if name in self.wanted and name not in self.bound and (obj.get("spec") or {}).get("nodeName"):
+                now = time.monotonic()
+                self.first = self.first or now
+                self.last = now
+                self.bound.add(name)
+                if len(self.bound) == len(self.wanted):
+                    self.done.set()
+                    return
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux /proc), to show which side is saturated."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+
+
+def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, workdir: Path) -> dict:
+    server = subprocess.Popen([sys.executable, "-m", "koordinator", "apiserver", "--data-dir", str(workdir / "data"),
+                               "--port", "0", "--crd-dir", str(ROOT / "manifests" / "crds")],
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    scheduler = None
+    try:
+        url = ""
+        while not url:
+            line = server.stdout.readline()
+            if not line:
+                raise RuntimeError("apiserver exited")
+            if "serving at" in line:
+                url = line.strip().rsplit(" ", 1)[1]
+                server.stdout.readline()
+        port = int(url.rsplit(":", 1)[1])
+        api = Api(port)
+        api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        api.create_all(lambda o: "/api/v1/nodes", [node_obj(i) for i in range(nodes)])
+        if loadaware:
+            def metric(i: int) -> None:
+                obj, status = node_metric(i, 400 + (i * 37) % 2000, 4 + i % 16)
+                _, data = api.call("POST", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics", obj)
+                created = orjson.loads(data)
+                created["status"] = status
+                api.call("PUT", f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{obj['metadata']['name']}/status",
+                         created)
+            with ThreadPoolExecutor(8) as pool:
+                list(pool.map(metric, range(nodes)))
+        api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods",
+                       [pod_obj(f"init-{i}", f"node-{i % nodes:05d}") for i in range(init_pods)])
+        names = {f"pod-{i}" for i in range(pods)}
+        api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods", [pod_obj(n) for n in sorted(names)])
+        _, data = api.call("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
+        watch = BindWatch(port, orjson.loads(data)["metadata"]["resourceVersion"], names)
+        config = workdir / "scheduler.yaml"
+        config.write_text(config_text(loadaware))
+        log = open(workdir / "scheduler.log", "w")
+        started = time.monotonic()
+        scheduler = subprocess.Popen([sys.executable, "-m", "koordinator", "--role=scheduler",
+                                      "--kubeconfig", str(workdir / "data" / "kubeconfig"), "--config", str(config),
+                                      "--metrics-addr", "0", "--health-addr", "0", "--log-level", "warning"],
+                                     stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        deadline = time.monotonic() + 600
+        while not watch.done.wait(1.0):
+            if scheduler.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"scheduler exited or timed out; see {workdir / 'scheduler.log'}: "
+                                   + (workdir / "scheduler.log").read_text()[-2000:])
+        ok = True
+        end = watch.last
+        cpu = {"scheduler_cpu_seconds": cpu_seconds(scheduler.pid), "apiserver_cpu_seconds": cpu_seconds(server.pid)}
+        result = {"pods": pods, "bound": len(watch.bound), "completed": ok,
+                  "seconds_from_scheduler_start": round(end - started, 2),
+                  "pods_per_second": round(len(watch.bound) / (end - started), 1) if end else 0.0,
+                  "measured_phase_seconds": round(end - watch.first, 2) if end else None,
+                  "measured_phase_pods_per_second":
+                      round(len(watch.bound) / (end - watch.first), 1) if end and end > watch.first else None,
+                  **cpu}
+        return result
+    finally:
+        for proc in (scheduler, server):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+CASES = {"500n-1000p": (500, 500, 1000), "5000n-10000p": (5000, 1000, 10000)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES), help="comma separated: " + ", ".join(CASES))
+    parser.add_argument("--skip-end-to-end", action="store_true")
+    parser.add_argument("--loadaware", choices=["both", "on", "off"], default="both")
+    args = parser.parse_args()
+    modes = {"both": [False, True], "on": [True], "off": [False]}[args.loadaware]
+    out: dict = {"cpu_count": os.cpu_count(), "cases": {}}
+    for case in args.cases.split(","):
+        nodes, init, pods = CASES[case]
+        for loadaware in modes:
+            key = f"{case}{'-loadaware' if loadaware else ''}"
+            entry = {"nodes": nodes, "init_pods": init, "pods": pods, "loadaware": loadaware,
+                     "algorithm": bench_algorithm(nodes, init, pods, loadaware)}
+            if not args.skip_end_to_end:
+                with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
+                    entry["end_to_end"] = bench_end_to_end(nodes, init, pods, loadaware, Path(tmp))
+            out["cases"][key] = entry
+            print(json.dumps({key: entry}), file=sys.stderr)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
