@@ -107,12 +107,16 @@ def schema_root() -> Path:
     return Path(str(resources.files("schemas")))
 
 
+_FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @functools.lru_cache(maxsize=None)
 def _read(relpath: str) -> Any:
     path = schema_root() / relpath
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            # Our own files: libyaml's loader when present (every role reads them all at start).
+            return yaml.load(f, Loader=_FAST_SAFE_LOADER)
     except FileNotFoundError:
         raise SchemaNotFound(f"schema file {relpath!r} does not exist under {schema_root()}") from None
 

@@ -27,18 +27,32 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                        help="log the top N nodes' scores of every scheduled pod (0: off)")
 
 
+_loaded: dict[tuple, Any] = {}
+
+
 def load_configuration(path: str | None) -> Any:
-    """The KubeSchedulerConfiguration of ``--config`` (or the default one); raises ValueError naming fields."""
+    """The KubeSchedulerConfiguration of ``--config`` (or the default one); raises ValueError naming fields.
+
+    Loaded once per file version: check_options and register both need it at start.
+    """
+    import os
+
     from roles.scheduler import config as cfg
     from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
+    file = _config_file(path) if path else None
+    stat = os.stat(file) if file and os.path.exists(file) else None
+    key = (file, stat.st_mtime_ns, stat.st_size) if stat else (file,)
+    if key in _loaded:
+        return _loaded[key]
     kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
     try:
-        if path:
-            return cfg.load_file(_config_file(path), **kwargs)
-        return cfg.default_configuration(**kwargs)
+        config = cfg.load_file(file, **kwargs) if file else cfg.default_configuration(**kwargs)
     except cfg.ConfigError as err:
         raise ValueError(f"--config {path}: {err}" if path else str(err)) from None
+    _loaded.clear()
+    _loaded[key] = config
+    return config
 
 
 def _config_file(path: str) -> str:

@@ -9,7 +9,6 @@ and a FailedScheduling Event as kube-scheduler does.
 
 from __future__ import annotations
 
-import copy
 import logging
 import queue as stdqueue
 import threading
@@ -247,9 +246,7 @@ class Scheduler:
         if status is None:
             status = self._check_still_ours(fwk, assumed)
         if status is None:
-            current = self.pod_lookup(assumed.key) or assumed.pod
-            modified = copy.deepcopy(current)
-            status = fwk.run_pre_bind(state, assumed, node_name, modified)
+            status = fwk.run_pre_bind(state, assumed, node_name, _editable_metadata(assumed.pod))
         if status is None:
             status = fwk.run_bind(state, assumed, node_name)
             if status is not None and status.code != SUCCESS:
@@ -371,3 +368,9 @@ class Scheduler:
 class NoNodesError(Exception):
     """The snapshot has no nodes."""
 
+
+def _editable_metadata(pod: dict) -> dict:
+    """A copy of the pod whose labels and annotations PreBind plugins may change (DefaultPreBind patches them)."""
+    meta = pod.get("metadata") or {}
+    return {**pod, "metadata": {**meta, "labels": dict(meta.get("labels") or {}),
+                                "annotations": dict(meta.get("annotations") or {})}}

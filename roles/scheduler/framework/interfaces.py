@@ -234,8 +234,9 @@ class PermitPlugin(Plugin):
 
 class PreBindPlugin(Plugin):
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, modified: dict) -> Status | None:
-        """Runs off the scheduling thread. ``modified`` is a deep copy of the pod: changes to its metadata
-        (annotations, labels) are sent as one patch before Bind (Koordinator's DefaultPreBind)."""
+        """Runs off the scheduling thread. ``modified`` is a copy of the pod whose ``metadata.labels`` and
+        ``metadata.annotations`` may be changed: the changes are sent as one patch before Bind (Koordinator's
+        DefaultPreBind)."""
         raise NotImplementedError
 
 

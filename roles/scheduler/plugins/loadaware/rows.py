@@ -257,18 +257,18 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
     full = rows.is_all(idx)
     v = 1 if pod.prod else 0
     failures: list = []
-    check = rows.check_usage[v] if full else rows.check_usage[v][idx]
+    check = rows.check_usage[v] if full else rows.check_usage[v].take(idx)
     passed = None
     if args.filter_expired_node_metrics:
-        expire_at = rows.expire_at if full else rows.expire_at[idx]
-        check_expired = rows.check_expired[v] if full else rows.check_expired[v][idx]
+        expire_at = rows.expire_at if full else rows.expire_at.take(idx)
+        check_expired = rows.check_expired[v] if full else rows.check_expired[v].take(idx)
         expired = check_expired & (now >= expire_at)
         if expired.any():
             if not args.enable_schedule_when_node_metrics_expired:
                 passed = ~expired
                 failures.append((UNSCHEDULABLE, REASON_EXPIRED, expired))
             check = check & ~expired
-    room = rows.room[v] if full else rows.room[v][:, idx]
+    room = rows.room[v] if full else rows.room[v].take(idx, axis=1)
     estimate = pod.estimate or [0] * rows.width
     failing = None
     for r in range(rows.width):
@@ -288,7 +288,7 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
     first = np.full(sel.size, -1, dtype=np.int64)
     for r in range(rows.width - 1, -1, -1):
         first[sub[r] <= estimate[r]] = r
-    agg = (rows.agg_reason[v] if full else rows.agg_reason[v][idx])[sel]
+    agg = (rows.agg_reason[v] if full else rows.agg_reason[v].take(idx))[sel]
     combo = first * 2 + agg
     for c in np.unique(combo):
         mask = np.zeros(k, dtype=bool)
@@ -310,8 +310,8 @@ def score_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> 
     if not full and rows.use_all(idx):
         return score_rows(rows, rows._arange, pod, now)[idx]
     v = 1 if pod.prod else 0
-    free = rows.free[v] if full else rows.free[v][:, idx]
-    cap = rows.safe_alloc if full else rows.safe_alloc[:, idx]
+    free = rows.free[v] if full else rows.free[v].take(idx, axis=1)
+    cap = rows.safe_alloc if full else rows.safe_alloc.take(idx, axis=1)
     total = np.zeros(k, dtype=np.int64)
     dominant = None
     for r in range(rows.width):
@@ -325,7 +325,7 @@ def score_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> 
     if dom and dominant is not None:
         total += np.minimum(100, dominant) * dom
     total //= weight_sum
-    valid = rows.valid if full else rows.valid[idx]
-    expire_at = rows.expire_at if full else rows.expire_at[idx]
+    valid = rows.valid if full else rows.valid.take(idx)
+    expire_at = rows.expire_at if full else rows.expire_at.take(idx)
     total[~(valid & (now < expire_at))] = 0
     return total
