@@ -129,7 +129,9 @@ def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool) -> d
 
     for i in range(init_pods):
         cache.add_pod(make(f"init-{i}", f"node-{i % nodes:05d}"))
-    todo = [PodInfo(make(f"pod-{i}")) for i in range(pods)]
+    # As the informer delivers them: the API server fills in status.phase and status.qosClass.
+    todo = [PodInfo({**make(f"pod-{i}"), "status": {"phase": "Pending", "qosClass": "Guaranteed"}})
+            for i in range(pods)]
     start = time.perf_counter()
     for pi in todo:
         state = CycleState()

@@ -63,6 +63,11 @@ class Snapshot:
         row = self.index.get(name)
         return None if row is None else self.node_infos[row]
 
+    @property
+    def node_version(self) -> int:
+        """The highest value in ``node_versions``: rows above a version seen earlier have new node objects."""
+        return self._node_version_counter
+
     def column(self, resource: str) -> int | None:
         return self.columns.get(resource)
 

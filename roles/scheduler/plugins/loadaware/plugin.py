@@ -45,8 +45,7 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         self._rows: NodeRows | None = None
         self._rows_key: tuple | None = None
         self._rows_snapshot: Any = None
-        self._rows_serial: np.ndarray | None = None
-        self._rows_generation = -1
+        self._rows_node_version = 0
         if handle is not None:
             add_forget = getattr(handle, "add_forget_handler", None)
             if add_forget is not None:
@@ -111,7 +110,6 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         # The snapshot itself is part of the key (held, so its id cannot be reused by another one).
         key = (snapshot.layout_version, self._generation)
         infos = snapshot.node_infos
-        serial = getattr(snapshot, "node_versions", None)
         rows = self._rows
         if rows is None or key != self._rows_key or snapshot is not self._rows_snapshot:
             rows = NodeRows(len(infos), self.args)
@@ -123,18 +121,13 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
                     rows.fill_cache(i, self.cache)
             rows.derive()
             self._rows, self._rows_key, self._rows_snapshot = rows, key, snapshot
-            self._rows_serial = None if serial is None else np.array(serial, copy=True)
-            self._rows_generation = snapshot.generation
+            self._rows_node_version = snapshot.node_version
             return rows
         changed: list[int] = []
-        if serial is not None and self._rows_serial is not None:
-            changed = np.flatnonzero(serial != self._rows_serial).tolist()
-            self._rows_serial = np.array(serial, copy=True)
-        elif snapshot.generation != self._rows_generation:
-            # Without a per-row node serial in the snapshot, find replaced node objects by identity.
-            objs = rows.node_objs
-            changed = [i for i, ni in enumerate(infos) if ni.node is not objs[i]]
-        self._rows_generation = snapshot.generation
+        if snapshot.node_version != self._rows_node_version:
+            # Node versions only grow: the rows above the last one seen have new node objects.
+            changed = np.flatnonzero(snapshot.node_versions > self._rows_node_version).tolist()
+            self._rows_node_version = snapshot.node_version
         for i in changed:
             ni = infos[i]
             rows.fill_node(i, ni.name, ni.node, ni.allocatable, self.estimator)

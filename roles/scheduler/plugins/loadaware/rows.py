@@ -17,6 +17,8 @@ with a Python loop over the few resources instead. The per-node Filter/Score bui
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Mapping
 
 import numpy as np
@@ -61,6 +63,7 @@ def failing_total_array(thr: np.ndarray, alloc: np.ndarray) -> np.ndarray:
     return limit
 
 
+@functools.lru_cache(maxsize=4096)  # thresholds and allocatables repeat across nodes and cycles
 def failing_total(thr: int, alloc: int) -> int:
     """Scalar twin of :func:`failing_total_array` (same float operations, so the same boundary)."""
     t = max(thr, 0)
@@ -87,7 +90,6 @@ class NodeRows:
         self.resources = args.resources
         self.width = w
         self.n = n
-        self.node_objs: list[Any] = [None] * n
         self.names: list[str] = [""] * n
         # node-derived
         self.thr_usage = np.zeros((w, n), dtype=np.int64)
@@ -126,7 +128,6 @@ class NodeRows:
                   estimator: DefaultEstimator) -> None:
         """Node-derived half of ``row``."""
         profile = node_profile(node, self.args)
-        self.node_objs[row] = node
         self.names[row] = name
         self.thr_usage[:, row] = self._vec(profile.usage)
         self.thr_prod[:, row] = self._vec(profile.prod)
