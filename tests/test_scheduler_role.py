@@ -249,3 +249,12 @@ def test_shipped_configmap_is_a_working_configuration(tmp_path):
     assert [p.name for p in fwk.points["bind"]] == ["DefaultBinder"]
     # As Koordinator ships it: load filtering off (thresholds 0), load scoring on.
     assert fwk.plugin("LoadAwareScheduling").args.usage_thresholds == {"cpu": 0, "memory": 0}
+
+
+def test_client_limits_default_to_kube_schedulers_without_a_config_file():
+    from koordinator.runtime.options import RuntimeOptions
+
+    options = RuntimeOptions.defaults("scheduler")
+    assert (options.kube_api_qps, options.kube_api_burst) == (50.0, 100)
+    assert (RuntimeOptions.defaults("manager").kube_api_qps, RuntimeOptions.defaults("manager").kube_api_burst) == \
+        (20.0, 30)

@@ -342,9 +342,14 @@ class PodAssignCache:
                 if is_terminated(pod):
                     self._drop_pod(node_name, uid)
                     return
-                if (cached.pod.get("spec") == pod.get("spec")
-                        and (cached.pod.get("status") or {}).get("conditions")
-                        == (pod.get("status") or {}).get("conditions")):
+                if cached.pod.get("spec") == pod.get("spec"):
+                    if ((cached.pod.get("status") or {}).get("conditions")
+                            == (pod.get("status") or {}).get("conditions")):
+                        return
+                    # Same spec (e.g. the binding of a pod assumed at Reserve): same estimate; the
+                    # conditions only move its timestamp and estimation deadline.
+                    estimate, prod = cached.estimated, cached.prod
+                    self.assign(node_name, pod, estimate=estimate, prod=prod)
                     return
         self.assign(node_name, pod)
 
