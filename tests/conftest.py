@@ -59,6 +59,19 @@ def fresh_crd_server(tmp_path) -> Iterator[ApiServerProcess]:
         server.stop()
 
 
+@pytest.fixture
+def scheduler_api(fresh_crd_server: ApiServerProcess) -> Iterator[Client]:
+    """A client of :func:`fresh_crd_server` with the scheduler tests' namespace created."""
+    from tests.scheduler_harness import NS
+
+    c = Client.from_kubeconfig(str(fresh_crd_server.kubeconfig), qps=0)
+    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    try:
+        yield c
+    finally:
+        c.close()
+
+
 @pytest.fixture(scope="module")
 def crd_client(crd_server: ApiServerProcess) -> Iterator[Client]:
     """The runtime's client for :func:`crd_server`, unthrottled, with namespace koordinator-system."""

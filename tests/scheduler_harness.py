@@ -12,6 +12,9 @@ from koordinator.runtime.options import options_from_args
 from koordinator.runtime.runtime import Runtime
 from roles.scheduler.wiring import build
 
+#: The namespace the scheduler tests' pods live in (each test has a server of its own).
+NS = "sched"
+
 
 class InProcessScheduler:
     """The scheduler role on a Runtime in this process, as ``koordinator --role=scheduler`` runs it.
@@ -20,21 +23,14 @@ class InProcessScheduler:
     out-of-tree plugins are added to kube-scheduler).
     """
 
-    def __init__(self, kubeconfig: Path, *flags: str, registry: Any = None, not_implemented: Any = None) -> None:
+    def __init__(self, kubeconfig: Path, *flags: str, registry: Any = None) -> None:
         argv = ["--role=scheduler", "--kubeconfig", str(kubeconfig), "--metrics-addr", "0", "--health-addr", "0",
                 "--log-level", "warning", *flags]
         args = build_role_parser("scheduler", scheduler_role).parse_args(argv)
         self.options = options_from_args(args, "scheduler")
         if registry is None:
             scheduler_role.check_options(self.options)
-            config = scheduler_role.load_configuration(self.options.config)
-        else:
-            from roles.scheduler import config as cfg
-            from roles.scheduler.plugins import NOT_IMPLEMENTED
-
-            kwargs = dict(registry_names=set(registry.names()), not_implemented=not_implemented or NOT_IMPLEMENTED)
-            config = cfg.load_file(self.options.config, **kwargs) if self.options.config \
-                else cfg.default_configuration(**kwargs)
+        config = scheduler_role.load_configuration(self.options.config, registry)
         self.client = Client.from_kubeconfig(str(kubeconfig), qps=0)
         self.runtime = Runtime(self.options, client=self.client)
         # The file watcher validates against koord-scheduler's own plugin names: no hot reload with extra plugins.
@@ -94,3 +90,4 @@ def pod(name: str, namespace: str, cpu: str | None = "100m", memory: str | None 
 
 def condition(pod_obj: dict, kind: str = "PodScheduled") -> dict | None:
     return next((c for c in (pod_obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+

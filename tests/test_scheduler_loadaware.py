@@ -595,7 +595,6 @@ def test_rows_refresh_on_node_change_and_dirty_nodes():
     # A node update (new object) with a tighter annotation reaches the rows without a layout change.
     ann = {"scheduling.koordinator.sh/usage-thresholds": json.dumps({"usageThresholds": {"cpu": 50}})}
     ni = NodeInfo(make_node("n2", annotations=ann))
-    ni.generation = env.snap.generation + 1
     layout = env.snap.layout_version
     env.snap.update_node(ni)
     assert env.snap.layout_version == layout

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -13,26 +12,9 @@ from koordinator.runtime.errors import NotFound
 from roles.scheduler.framework.interfaces import PreBindPlugin
 from roles.scheduler.plugins import in_tree_registry
 from roles.scheduler.framework.registry import Registry
-from tests.apiserver_process import ApiServerProcess
-from tests.scheduler_harness import InProcessScheduler, condition, node, pod
+from tests.scheduler_harness import NS, InProcessScheduler, condition, node, pod
 from tests.waiting import wait_until
 
-NS = "sched"
-
-
-@pytest.fixture
-def server(fresh_crd_server: ApiServerProcess) -> ApiServerProcess:
-    return fresh_crd_server
-
-
-@pytest.fixture
-def api(server: ApiServerProcess) -> Iterator[Client]:
-    c = Client.from_kubeconfig(str(server.kubeconfig), qps=0)
-    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def node_of(api: Client, name: str) -> str:
@@ -44,33 +26,36 @@ def events_for(api: Client, name: str, reason: str) -> list[dict]:
             if e["involvedObject"].get("name") == name and e.get("reason") == reason]
 
 
-def test_pods_are_bound_and_reported(server, api):
+def test_pods_are_bound_and_reported(fresh_crd_server, scheduler_api):
     for i in range(3):
-        api.create(node(f"n{i}"))
-    with InProcessScheduler(server.kubeconfig) as sched:
+        scheduler_api.create(node(f"n{i}"))
+    with InProcessScheduler(fresh_crd_server.kubeconfig) as sched:
         for i in range(6):
-            api.create(pod(f"p{i}", NS))
-        api.create(pod("other", NS, scheduler="default-scheduler"))
-        wait_until(lambda: all(node_of(api, f"p{i}") for i in range(6)), message="pods bound")
+            scheduler_api.create(pod(f"p{i}", NS))
+        scheduler_api.create(pod("other", NS, scheduler="default-scheduler"))
+        wait_until(lambda: all(node_of(scheduler_api, f"p{i}") for i in range(6)), message="pods bound")
         # LeastAllocated + balanced allocation spread equal pods over equal nodes.
-        placed = [node_of(api, f"p{i}") for i in range(6)]
+        placed = [node_of(scheduler_api, f"p{i}") for i in range(6)]
         assert sorted(set(placed)) == ["n0", "n1", "n2"]
         assert max(placed.count(n) for n in set(placed)) == 2
-        wait_until(lambda: events_for(api, "p0", "Scheduled"), message="Scheduled event")
-        assert events_for(api, "p0", "Scheduled")[0]["message"] == f"Successfully assigned {NS}/p0 to {placed[0]}"
-        assert node_of(api, "other") == ""  # another scheduler's pod is left alone
+        wait_until(lambda: events_for(scheduler_api, "p0", "Scheduled"), message="Scheduled event")
+        assert events_for(scheduler_api, "p0", "Scheduled")[0]["message"] == \
+            f"Successfully assigned {NS}/p0 to {placed[0]}"
+        assert node_of(scheduler_api, "other") == ""  # another scheduler's pod is left alone
         assert sched.scheduler.wait_idle(10)
 
 
-def test_pod_that_fits_nowhere_gets_condition_and_event_then_schedules_on_a_new_node(server, api):
-    api.create(node("small-0", cpu="1"))
-    api.create(node("small-1", cpu="1"))
-    api.create(node("tainted", cpu="8", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]))
-    with InProcessScheduler(server.kubeconfig):
-        api.create(pod("big", NS, cpu="2"))
+def test_pod_that_fits_nowhere_gets_condition_and_event_then_schedules_on_a_new_node(fresh_crd_server,
+                                                                                     scheduler_api):
+    scheduler_api.create(node("small-0", cpu="1"))
+    scheduler_api.create(node("small-1", cpu="1"))
+    scheduler_api.create(node("tainted", cpu="8",
+                              taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]))
+    with InProcessScheduler(fresh_crd_server.kubeconfig):
+        scheduler_api.create(pod("big", NS, cpu="2"))
 
         def unschedulable():
-            cond = condition(api.get("Pod", "big", NS))
+            cond = condition(scheduler_api.get("Pod", "big", NS))
             return cond if cond and cond.get("reason") == "Unschedulable" else None
 
         cond = wait_until(unschedulable, message="PodScheduled=False")
@@ -79,21 +64,22 @@ def test_pod_that_fits_nowhere_gets_condition_and_event_then_schedules_on_a_new_
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. "
             "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
             "2 No preemption victims found for incoming pod.")
-        event = wait_until(lambda: events_for(api, "big", "FailedScheduling"), message="event")[0]
+        event = wait_until(lambda: events_for(scheduler_api, "big", "FailedScheduling"), message="event")[0]
         assert event["type"] == "Warning" and event["message"] == cond["message"]
         # A new node that fits moves the pod out of the unschedulable set.
-        api.create(node("large", cpu="4"))
-        wait_until(lambda: node_of(api, "big") == "large", timeout=30, message="scheduled on the new node")
+        scheduler_api.create(node("large", cpu="4"))
+        wait_until(lambda: node_of(scheduler_api, "big") == "large", timeout=30, message="scheduled on the new node")
 
 
-def test_node_selector_affinity_taints_and_spread(server, api):
+def test_node_selector_affinity_taints_and_spread(fresh_crd_server, scheduler_api):
     for i, zone in enumerate(["a", "a", "b"]):
-        api.create(node(f"z{zone}-{i}", labels={"topology.kubernetes.io/zone": zone, "disk": "ssd" if i else "hdd"}))
-    api.create(node("gpu", labels={"topology.kubernetes.io/zone": "c"},
+        scheduler_api.create(node(f"z{zone}-{i}", labels={"topology.kubernetes.io/zone": zone,
+                                                         "disk": "ssd" if i else "hdd"}))
+    scheduler_api.create(node("gpu", labels={"topology.kubernetes.io/zone": "c"},
                     taints=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]))
-    with InProcessScheduler(server.kubeconfig):
-        api.create(pod("ssd", NS, spec={"nodeSelector": {"disk": "ssd"}}))
-        api.create(pod("tolerates", NS, spec={
+    with InProcessScheduler(fresh_crd_server.kubeconfig):
+        scheduler_api.create(pod("ssd", NS, spec={"nodeSelector": {"disk": "ssd"}}))
+        scheduler_api.create(pod("tolerates", NS, spec={
             "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["c"]}]}]}}}}))
@@ -103,35 +89,35 @@ def test_node_selector_affinity_taints_and_spread(server, api):
                                                  "nodeAffinityPolicy": "Honor"}],
                   "nodeSelector": {"disk": "ssd"}}
         for i in range(4):
-            api.create(pod(f"web-{i}", NS, labels={"app": "web"}, spec=spread))
-            wait_until(lambda i=i: node_of(api, f"web-{i}"), message=f"web-{i} bound")
-        wait_until(lambda: node_of(api, "ssd") and node_of(api, "tolerates"), message="bound")
-        assert node_of(api, "ssd") in ("za-1", "zb-2")
-        assert node_of(api, "tolerates") == "gpu"
-        zones = [node_of(api, f"web-{i}")[:2] for i in range(4)]
+            scheduler_api.create(pod(f"web-{i}", NS, labels={"app": "web"}, spec=spread))
+            wait_until(lambda i=i: node_of(scheduler_api, f"web-{i}"), message=f"web-{i} bound")
+        wait_until(lambda: node_of(scheduler_api, "ssd") and node_of(scheduler_api, "tolerates"), message="bound")
+        assert node_of(scheduler_api, "ssd") in ("za-1", "zb-2")
+        assert node_of(scheduler_api, "tolerates") == "gpu"
+        zones = [node_of(scheduler_api, f"web-{i}")[:2] for i in range(4)]
         assert zones.count("za") == 2 and zones.count("zb") == 2
 
 
-def test_preemption_evicts_lower_priority_pod_and_nominates(server, api):
+def test_preemption_evicts_lower_priority_pod_and_nominates(fresh_crd_server, scheduler_api):
     for name, value in (("low", 100), ("high", 1000)):
-        api.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+        scheduler_api.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
                     "value": value})
-    api.create(node("only", cpu="2"))
-    with InProcessScheduler(server.kubeconfig):
-        api.create(pod("victim", NS, cpu="1500m", spec={"priorityClassName": "low"}))
-        wait_until(lambda: node_of(api, "victim") == "only", message="victim bound")
-        api.create(pod("preemptor", NS, cpu="1", spec={"priorityClassName": "high"}))
+    scheduler_api.create(node("only", cpu="2"))
+    with InProcessScheduler(fresh_crd_server.kubeconfig):
+        scheduler_api.create(pod("victim", NS, cpu="1500m", spec={"priorityClassName": "low"}))
+        wait_until(lambda: node_of(scheduler_api, "victim") == "only", message="victim bound")
+        scheduler_api.create(pod("preemptor", NS, cpu="1", spec={"priorityClassName": "high"}))
 
         def victim_gone():
             try:
-                api.get("Pod", "victim", NS)
+                scheduler_api.get("Pod", "victim", NS)
                 return False
             except NotFound:
                 return True
 
         wait_until(victim_gone, message="victim deleted")
-        wait_until(lambda: node_of(api, "preemptor") == "only", timeout=30, message="preemptor bound")
-        preempted = events_for(api, "victim", "Preempted")
+        wait_until(lambda: node_of(scheduler_api, "preemptor") == "only", timeout=30, message="preemptor bound")
+        preempted = events_for(scheduler_api, "victim", "Preempted")
         assert preempted and "on node only" in preempted[0]["message"]
 
 
@@ -149,34 +135,34 @@ class BindElsewhere(PreBindPlugin):
         return None
 
 
-def test_bind_conflict_when_someone_else_bound_the_pod(server, api, tmp_path):
-    api.create(node("n0"))
-    api.create(node("n1"))
+def test_bind_conflict_when_someone_else_bound_the_pod(fresh_crd_server, scheduler_api, tmp_path):
+    scheduler_api.create(node("n0"))
+    scheduler_api.create(node("n1"))
     registry = in_tree_registry().merge(Registry({"BindElsewhere": lambda args, handle: BindElsewhere(handle)}))
     config = tmp_path / "config.yaml"
     config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
                       "leaderElection: {leaderElect: false}\n"
                       "profiles:\n- schedulerName: koord-scheduler\n"
                       "  plugins: {preBind: {enabled: [{name: BindElsewhere}]}}\n")
-    with InProcessScheduler(server.kubeconfig, "--config", str(config), registry=registry) as sched:
-        api.create(pod("contested", NS))
-        wait_until(lambda: node_of(api, "contested"), message="bound")
-        first = node_of(api, "contested")
+    with InProcessScheduler(fresh_crd_server.kubeconfig, "--config", str(config), registry=registry) as sched:
+        scheduler_api.create(pod("contested", NS))
+        wait_until(lambda: node_of(scheduler_api, "contested"), message="bound")
+        first = node_of(scheduler_api, "contested")
         assert sched.scheduler.wait_idle(10)
         # The failed bind was undone: the cache holds the pod where the API says it is, once.
         wait_until(lambda: sched.parts.cache.dump().get(first) == [f"{NS}/contested"], message="cache confirmed")
         other = "n1" if first == "n0" else "n0"
         assert sched.parts.cache.dump().get(other, []) == []
-        assert not sched.parts.queue.has(api.get("Pod", "contested", NS)["metadata"]["uid"])
+        assert not sched.parts.queue.has(scheduler_api.get("Pod", "contested", NS)["metadata"]["uid"])
         time.sleep(0)  # nothing else to wait for: the pod is not re-queued
 
 
-def test_role_process_schedules_with_a_mounted_config(server, api, tmp_path):
+def test_role_process_schedules_with_a_mounted_config(fresh_crd_server, scheduler_api, tmp_path):
     """``koordinator --role=scheduler --config DIR`` as a process, the config a ConfigMap-style directory."""
     import subprocess
     import sys
 
-    api.create(node("n0"))
+    scheduler_api.create(node("n0"))
     mount = tmp_path / "config"
     (mount / "..2026_11_23").mkdir(parents=True)
     (mount / "..2026_11_23" / "koord-scheduler-config").write_text(
@@ -187,16 +173,16 @@ def test_role_process_schedules_with_a_mounted_config(server, api, tmp_path):
     (mount / "koord-scheduler-config").symlink_to("..data/koord-scheduler-config")
     log = open(tmp_path / "scheduler.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "koordinator", "--role=scheduler", "--kubeconfig",
-                             str(server.kubeconfig), "--config", str(mount), "--metrics-addr", "0",
+                             str(fresh_crd_server.kubeconfig), "--config", str(mount), "--metrics-addr", "0",
                              "--health-addr", "0", "--graceful-shutdown-timeout", "5s"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        api.create(pod("custom", NS, scheduler="custom-scheduler"))
-        wait_until(lambda: node_of(api, "custom") == "n0" or proc.poll() is not None, timeout=60,
+        scheduler_api.create(pod("custom", NS, scheduler="custom-scheduler"))
+        wait_until(lambda: node_of(scheduler_api, "custom") == "n0" or proc.poll() is not None, timeout=60,
                    message="bound by the process")
         assert proc.poll() is None, (tmp_path / "scheduler.log").read_text()
         # The configuration's leaderElection replaced the flags: the Lease is koord-scheduler in "default".
-        lease = api.get("Lease", "koord-scheduler", "default")
+        lease = scheduler_api.get("Lease", "koord-scheduler", "default")
         assert lease["spec"]["holderIdentity"]
     finally:
         proc.terminate()

@@ -64,7 +64,11 @@ DEFAULT_ADDRS = {  # role -> (metrics_addr, health_addr)
 # role -> (--kube-api-qps, --kube-api-burst) defaults; kube-scheduler's component config defaults to
 # 50/100 (one bind and one Event per pod), the other roles to client-go's 20/30-ish budgets.
 DEFAULT_API_LIMITS = {"scheduler": (50.0, 100)}
-_API_LIMITS = (20.0, 30)
+
+
+def api_limits(role: str) -> tuple[float, int]:
+    """The role's default (--kube-api-qps, --kube-api-burst)."""
+    return DEFAULT_API_LIMITS.get(role, (20.0, 30))
 
 LEASE_NAMES = {
     "manager": "koordinator-manager",
@@ -367,7 +371,7 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
         env = os.environ.get("NODE_NAME", "")
         g.add_argument("--node-name", default=None, metavar="NAME",
                        help=f"the Node this agent runs on (default: $NODE_NAME, now {env or 'unset'!s})")
-    qps, burst = DEFAULT_API_LIMITS.get(role, _API_LIMITS)
+    qps, burst = api_limits(role)
     g.add_argument("--kube-api-qps", type=_non_negative_float, default=qps, metavar="QPS",
                    help="client-side limit on API requests per second; 0 means unlimited (default: %(default)s)")
     g.add_argument("--kube-api-burst", type=positive_int, default=burst, metavar="N",
@@ -413,8 +417,8 @@ def options_from_args(args: argparse.Namespace, role: str, **overrides: Any) -> 
         leader_elect_retry_period=values.get("leader_elect_retry_period", 2.0),
         log_level=values.get("log_level", "info"),
         node_name=(values.get("node_name") or os.environ.get("NODE_NAME", "")) if role in NODE_ROLES else "",
-        kube_api_qps=values.get("kube_api_qps", DEFAULT_API_LIMITS.get(role, _API_LIMITS)[0]),
-        kube_api_burst=values.get("kube_api_burst", DEFAULT_API_LIMITS.get(role, _API_LIMITS)[1]),
+        kube_api_qps=values.get("kube_api_qps", api_limits(role)[0]),
+        kube_api_burst=values.get("kube_api_burst", api_limits(role)[1]),
         graceful_shutdown_timeout=values.get("graceful_shutdown_timeout", 30.0),
         extra={k: v for k, v in values.items() if k not in _SHARED_DESTS},
     )

@@ -30,10 +30,11 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
 _loaded: dict[tuple, Any] = {}
 
 
-def load_configuration(path: str | None) -> Any:
+def load_configuration(path: str | None, registry: Any = None) -> Any:
     """The KubeSchedulerConfiguration of ``--config`` (or the default one); raises ValueError naming fields.
 
-    Loaded once per file version: check_options and register both need it at start.
+    ``registry``: the plugins that may be enabled (default: the in-tree ones; tests add their own).
+    Loaded once per file version and registry: check_options and register both need it at start.
     """
     import os
 
@@ -42,10 +43,11 @@ def load_configuration(path: str | None) -> Any:
 
     file = _config_file(path) if path else None
     stat = os.stat(file) if file and os.path.exists(file) else None
-    key = (file, stat.st_mtime_ns, stat.st_size) if stat else (file,)
+    names = tuple((registry or in_tree_registry()).names())
+    key = (file, stat.st_mtime_ns, stat.st_size, names) if stat else (file, names)
     if key in _loaded:
         return _loaded[key]
-    kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
+    kwargs = dict(registry_names=set(names), not_implemented=NOT_IMPLEMENTED)
     try:
         config = cfg.load_file(file, **kwargs) if file else cfg.default_configuration(**kwargs)
     except cfg.ConfigError as err:

@@ -178,10 +178,8 @@ class SchedulerCache:
                     continue
                 old = snapshot.get(name)
                 clone = ni.clone()
-                if old is None or bool(old.pods_with_affinity) != bool(clone.pods_with_affinity) or \
-                        bool(old.pods_with_required_anti_affinity) != bool(clone.pods_with_required_anti_affinity) \
-                        or clone.pods_with_affinity or clone.pods_with_required_anti_affinity:
-                    affinity_changed = True
+                # The snapshot's affinity lists hold NodeInfos: they must point at the new clone.
+                affinity_changed = affinity_changed or old is None or _has_affinity(old) or _has_affinity(clone)
                 snapshot.update_node(clone)
             self._dirty.clear()
         if affinity_changed:
@@ -209,3 +207,7 @@ class SchedulerCache:
         self._dirty.add(node_name)
         if ni.node is None and not ni.pods:
             del self._nodes[node_name]
+
+
+def _has_affinity(ni: NodeInfo) -> bool:
+    return bool(ni.pods_with_affinity or ni.pods_with_required_anti_affinity)

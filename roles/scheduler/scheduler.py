@@ -256,7 +256,7 @@ class Scheduler:
             self._undo(fwk, state, assumed, node_name)
             # The freed room may let other pods in (kube moves pods as for an assigned pod's deletion).
             self.queue.move_all_to_active_or_backoff(("Pod", "Delete"), assumed.pod, None)
-            self._failure_sync(fwk, qpi, status, cycle, start, None)
+            self._failure(fwk, qpi, status, cycle, start, on_binder=True)
             return
         self.cache.finish_binding(assumed)
         elapsed = time.perf_counter() - start
@@ -283,20 +283,18 @@ class Scheduler:
     # -- failures --------------------------------------------------------------------------------------
 
     def _failure(self, fwk: Framework, qpi: QueuedPodInfo, status: Status, cycle: int, start: float,
-                 nominated: str | None = None) -> None:
-        """Re-queue at once (in memory); the API writes go to a binder thread.
+                 nominated: str | None = None, *, on_binder: bool = False) -> None:
+        """Re-queue at once (in memory), then write the condition and Event: on this thread if it is a
+        binder already (``on_binder``), else on a binder thread so the scheduling thread does no API call.
 
         ``nominated``: the node PostFilter nominated the pod to; "" clears a nomination; None leaves it.
         """
         self._requeue(qpi, status, cycle, nominated)
         self._record_attempt(fwk, status, start)
-        self._submit(self._report_failure, qpi, status, nominated)
-
-    def _failure_sync(self, fwk: Framework, qpi: QueuedPodInfo, status: Status, cycle: int, start: float,
-                      nominated: str | None) -> None:
-        self._requeue(qpi, status, cycle, nominated)
-        self._record_attempt(fwk, status, start)
-        self._report_failure(qpi, status, nominated)
+        if on_binder:
+            self._report_failure(qpi, status, nominated)
+        else:
+            self._submit(self._report_failure, qpi, status, nominated)
 
     def _record_attempt(self, fwk: Framework, status: Status, start: float) -> None:
         if self.metrics is not None:

@@ -46,7 +46,6 @@ class Snapshot:
         self.columns: dict[str, int] = {name: i for i, name in enumerate(_BASE_COLUMNS)}
         self.layout_version = 0
         self.columns_version = 0
-        self.generation = 0  # highest NodeInfo generation copied in (the cache's bookkeeping)
         self.have_pods_with_affinity: list[NodeInfo] = []
         self.have_pods_with_required_anti_affinity: list[NodeInfo] = []
         self._node_version_counter = 0
@@ -185,5 +184,3 @@ class Snapshot:
         effects = {t.get("effect") for t in ni.taints}
         self.has_taints[row] = bool(effects & {"NoSchedule", "NoExecute"})
         self.has_prefer_no_schedule[row] = "PreferNoSchedule" in effects
-        if ni.generation > self.generation:
-            self.generation = ni.generation
