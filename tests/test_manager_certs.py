@@ -297,10 +297,9 @@ def test_conflict_on_bundle_update_is_retried_without_losing_the_other_edit(clie
 
 def test_unreachable_api_server_gives_a_clear_error(cfg):
     from koordinator.runtime.client import Client
-    from kubernetes import client as k8s
+    from koordinator.runtime.kubeconfig import ClusterConfig
 
-    conf = k8s.Configuration()
-    conf.host = "http://127.0.0.1:1"
+    conf = ClusterConfig(host="http://127.0.0.1:1")
     dead = Client(conf, qps=0, max_attempts=1)
     with pytest.raises(CertError, match="cannot write the certificate Secret after 6 attempts"):
         CertManager(dead, cfg).ensure()

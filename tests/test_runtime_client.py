@@ -12,6 +12,7 @@ from typing import Iterator
 import pytest
 
 from koordinator.runtime import errors
+from koordinator.runtime.kubeconfig import ClusterConfig
 from koordinator.runtime.client import Client, ConfigError, load_configuration
 from koordinator.runtime.kinds import KindRegistry, UnknownKind
 from tests.test_runtime_informer import pod
@@ -164,10 +165,8 @@ def scripted() -> Iterator[tuple[Client, type[_Scripted]]]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    from kubernetes.client import Configuration
 
-    cfg = Configuration()
-    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    cfg = ClusterConfig(host=f"http://127.0.0.1:{server.server_address[1]}")
     c = Client(cfg, qps=0)
     try:
         yield c, handler
@@ -204,13 +203,11 @@ def test_no_retry_of_a_500_for_writes_or_of_client_errors(scripted):
 
 
 def test_connection_refused_is_retried_then_raised():
-    from kubernetes.client import Configuration
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    cfg = Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
+    cfg = ClusterConfig(host=f"http://127.0.0.1:{port}")
     c = Client(cfg, qps=0, max_attempts=3)
     with pytest.raises(errors.ConnectionFailed, match="cannot connect"):
         c.get("Namespace", "x")
@@ -258,5 +255,5 @@ def test_configuration_errors_name_the_file(tmp_path, monkeypatch):
         load_configuration(str(tmp_path / "missing"))
     broken = tmp_path / "kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n")
-    with pytest.raises(ConfigError, match="cannot load cluster configuration"):
+    with pytest.raises(ConfigError, match=f"kubeconfig {broken}: no current-context"):
         load_configuration(str(broken))

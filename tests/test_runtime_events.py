@@ -10,8 +10,8 @@ import uuid
 from typing import Callable, Iterator
 
 import pytest
-from kubernetes import client as k8s_client
 
+from koordinator.runtime.kubeconfig import ClusterConfig
 from koordinator.runtime.client import Client
 from koordinator.runtime.events import COMBINED_PREFIX, EventRecorder
 from koordinator.runtime.metrics import RuntimeMetrics
@@ -168,8 +168,7 @@ def closed_port() -> int:
 
 
 def test_unreachable_server_retries_then_drops_without_blocking_callers():
-    cfg = k8s_client.Configuration()
-    cfg.host = f"http://127.0.0.1:{closed_port()}"
+    cfg = ClusterConfig(host=f"http://127.0.0.1:{closed_port()}")
     dead = Client(cfg, max_attempts=1)
     rec = EventRecorder(dead, "koord-test", metrics=RuntimeMetrics(), retries=3, retry_interval=0.5,
                         queue_size=10)

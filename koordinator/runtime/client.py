@@ -1,8 +1,8 @@
 """The one module that speaks HTTP to an API server.
 
 Connection settings (kubeconfig, in-cluster service account, TLS, client certificates, exec and
-token refresh) come from the official ``kubernetes`` package's configuration and its urllib3 pool;
-everything above that is ours: objects stay plain dicts decoded with orjson (the generated model
+token refresh, proxies) come from :mod:`koordinator.runtime.kubeconfig`; the wire is our lean
+keep-alive transport (:mod:`koordinator.runtime.transport`); above that: objects stay plain dicts decoded with orjson (the generated model
 classes cost seconds of CPU per thousand pods), errors are typed by the Status reason
 (:mod:`koordinator.runtime.errors`), requests are throttled client-side (QPS/burst) and retried
 with ``tenacity`` on connection failures, 429 with Retry-After, and 5xx only (a 500 or a
@@ -12,7 +12,7 @@ connection lost after sending only for reads: the write may have been applied).
 from __future__ import annotations
 
 import logging
-import os
+import random
 import threading
 import time
 from typing import Any, Iterator
@@ -20,15 +20,14 @@ from urllib.parse import urlencode, urlparse
 
 import orjson
 import tenacity
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 
 from koordinator.runtime.errors import ApiError, ConnectionFailed, from_status
 from koordinator.runtime.kinds import Kind, KindRegistry
+from koordinator.runtime.kubeconfig import ClusterConfig, ConfigError
+from koordinator.runtime.kubeconfig import load as load_configuration
 from koordinator.runtime.metrics import RuntimeMetrics
 from koordinator.runtime.ratelimit import TokenBucket
+from koordinator.runtime.transport import ConnectError, Response, Transport
 
 log = logging.getLogger("koordinator.runtime.client")
 
@@ -47,35 +46,8 @@ _RETRY_ANY_VERB = {502, 503, 504}
 _IDEMPOTENT = {"GET", "HEAD"}
 
 
-class ConfigError(Exception):
-    """No usable cluster configuration (kubeconfig missing, malformed, or no in-cluster account)."""
-
-
 class _NotSent(ConnectionFailed):
     """The connection could not be opened: the request never reached the server."""
-
-
-def load_configuration(kubeconfig: str | None = None, *, context: str | None = None) -> k8s_client.Configuration:
-    """Cluster settings: ``kubeconfig`` if given, else in-cluster, else ``$KUBECONFIG``, else ``~/.kube/config``."""
-    cfg = k8s_client.Configuration()
-    try:
-        if kubeconfig:
-            if not os.path.exists(kubeconfig):
-                raise ConfigError(f"--kubeconfig {kubeconfig}: no such file")
-            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
-                                        persist_config=False)
-            return cfg
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)
-            return cfg
-        except ConfigException:
-            pass
-        k8s_config.load_kube_config(context=context, client_configuration=cfg, persist_config=False)
-        return cfg
-    except ConfigException as err:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise ConfigError(f"cannot load cluster configuration ({where}; not running in a cluster either): "
-                          f"{err}") from None
 
 
 class WatchStream:
@@ -86,7 +58,7 @@ class WatchStream:
     ends the iteration normally.
     """
 
-    def __init__(self, response: urllib3.BaseHTTPResponse, description: str) -> None:
+    def __init__(self, response: Response, description: str) -> None:
         self._response = response
         self._description = description
         self._closed = threading.Event()
@@ -94,7 +66,7 @@ class WatchStream:
     def __iter__(self) -> Iterator[tuple[str, Obj]]:
         pending = b""
         try:
-            for chunk in self._response.stream(65536, decode_content=True):
+            for chunk in self._response.iter_chunks():
                 if not chunk:
                     continue
                 pending += chunk
@@ -109,7 +81,7 @@ class WatchStream:
                         yield self._event(line)
             if pending.strip() and not self._closed.is_set():
                 yield self._event(pending)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+        except (OSError, ValueError) as err:
             if self._closed.is_set():
                 return
             raise ConnectionFailed(f"watch {self._description}: {err}") from None
@@ -130,35 +102,28 @@ class WatchStream:
         if self._closed.is_set():
             return
         self._closed.set()
-        try:
-            # shutdown() unblocks a reader stuck in recv(); plain close() would not.
-            self._response.shutdown()
-        except Exception:  # best effort: the socket may be gone or back in the pool already
-            pass
-        self._response.release_conn()
+        # Shuts the socket down: a reader stuck in recv() returns; plain close() would not do that.
+        self._response.close()
 
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
 
 
-#: Connections kept open to the API server per client.
+#: Idle connections kept open to the API server per client: every informer's watch holds one for
+#: minutes and workers (a scheduler's binders) send requests at once; a smaller pool would open and
+#: discard a connection per request once exhausted.
 POOL_SIZE = 64
 
 
 class Client:
     """A Kubernetes API client over plain dict objects. Thread-safe; share one per process."""
 
-    def __init__(self, configuration: k8s_client.Configuration, *, kinds: KindRegistry | None = None,
+    def __init__(self, configuration: ClusterConfig, *, kinds: KindRegistry | None = None,
                  qps: float = 20.0, burst: int = 30, metrics: RuntimeMetrics | None = None,
                  user_agent: str = "koordinator", max_attempts: int = 5) -> None:
-        # Every informer's watch holds a connection for minutes, and workers (a scheduler's binders)
-        # send requests at once: the package's default pool (5 per CPU) would open and discard a
-        # connection per request once it is exhausted.
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
-        self._api = k8s_client.ApiClient(configuration)
+        self._transport = _transport(configuration)
         self._config = configuration
-        self._pool = self._api.rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
         self._host_label = urlparse(self._host).netloc or self._host
         self._bucket = TokenBucket(qps, burst)
@@ -185,7 +150,7 @@ class Client:
         return self._host
 
     def close(self) -> None:
-        self._pool.clear()
+        self._transport.close()
 
     # -- verbs ---------------------------------------------------------------------------
 
@@ -216,12 +181,9 @@ class Client:
         if read_timeout is None:
             read_timeout = max(timeout_seconds or 0, 60) + 10
         path = k.path(namespace if k.namespaced else None)
-        response = self._send("GET", path, query, None, None, urllib3.Timeout(connect=10, read=read_timeout),
-                              stream=True)
+        response = self._send("GET", path, query, None, None, 10.0, read_timeout, stream=True)
         if response.status != 200:
-            body = response.read()
-            response.release_conn()
-            raise self._error(response, body)
+            raise self._error(response, response.read())
         return WatchStream(response, f"{k.resource} at resourceVersion {resource_version}")
 
     def create(self, obj: Obj, *, namespace: str | None = None, timeout: float | None = None) -> Obj:
@@ -294,60 +256,74 @@ class Client:
         """
         data = body if body is None or isinstance(body, bytes) else orjson.dumps(body)
         per_try = timeout or DEFAULT_TIMEOUT
-        stop = tenacity.stop_after_attempt(self._max_attempts)
+        started = time.monotonic()
+        try:
+            return self._once(method, path, query, data, content_type, per_try)
+        except Exception as err:
+            # The common case pays for one attempt; the retry machinery is built only on a failure.
+            if self._max_attempts < 2 or not _retryable(method, err):
+                raise
+            first = err
+        delay = _delay(first, 1)
+        if timeout and time.monotonic() - started + delay >= timeout:
+            raise first
+        log.debug("retrying method=%s path=%s attempt=1 error=%s", method, path, first)
+        time.sleep(delay)
+        stop = tenacity.stop_after_attempt(self._max_attempts - 1)
         if timeout:
-            stop = stop | tenacity.stop_after_delay(timeout)
+            stop = stop | tenacity.stop_after_delay(max(timeout - (time.monotonic() - started), 0.0))
         retrying = tenacity.Retrying(
-            stop=stop, wait=_wait, reraise=True,
+            stop=stop, reraise=True,
+            wait=lambda rs: _delay(rs.outcome.exception() if rs.outcome else None, rs.attempt_number + 1),
             retry=tenacity.retry_if_exception(lambda e: _retryable(method, e)),
             before_sleep=lambda rs: log.debug("retrying method=%s path=%s attempt=%d error=%s", method, path,
-                                              rs.attempt_number, rs.outcome.exception() if rs.outcome else None))
+                                              rs.attempt_number + 1, rs.outcome.exception() if rs.outcome else None))
         return retrying(self._once, method, path, query, data, content_type, per_try)
 
     def _once(self, method: str, path: str, query: dict[str, str] | None, data: bytes | None,
               content_type: str, timeout: float) -> Any:
-        response = self._send(method, path, query, data, content_type,
-                              urllib3.Timeout(connect=min(timeout, 10.0), read=timeout))
-        payload = response.data
+        response = self._send(method, path, query, data, content_type, min(timeout, 10.0), timeout)
+        payload = response.body
         if 200 <= response.status < 300:
             if not payload:
                 return None
-            if "json" in (response.headers.get("Content-Type") or "json"):
+            if "json" in (response.headers.get("content-type") or "json"):
                 return orjson.loads(payload)
             return payload.decode("utf-8", "replace")
         raise self._error(response, payload)
 
     def _send(self, method: str, path: str, query: dict[str, str] | None, data: bytes | None,
-              content_type: str | None, timeout: urllib3.Timeout, *, stream: bool = False) -> Any:
+              content_type: str | None, connect_timeout: float, read_timeout: float, *,
+              stream: bool = False) -> Response:
         self._bucket.wait()
-        url = self._host + path + ("?" + urlencode(query) if query else "")
+        target = path + ("?" + urlencode(query) if query else "")
         headers = {"Accept": "application/json", "User-Agent": self._user_agent}
         if data is not None and content_type:
             headers["Content-Type"] = content_type
-        auth = self._config.auth_settings().get("BearerToken")
-        if auth and auth.get("value"):
-            headers["Authorization"] = auth["value"]
+        auth = self._config.authorization()
+        if auth:
+            headers["Authorization"] = auth
         started = time.perf_counter()
         try:
-            response = self._pool.request(method, url, body=data, headers=headers, timeout=timeout,
-                                          retries=False, preload_content=not stream, redirect=False)
-        except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as err:
+            response = self._transport.request(method, target, headers, data, connect_timeout=connect_timeout,
+                                               read_timeout=read_timeout, stream=stream)
+        except ConnectError as err:
             self._requests_total.labels("<error>", method, self._host_label).inc()
-            raise _NotSent(f"{method} {self._host}{path}: cannot connect: {_reason(err)}") from None
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise _NotSent(f"{method} {self._host}{path}: {err}") from None
+        except OSError as err:
             self._requests_total.labels("<error>", method, self._host_label).inc()
-            raise ConnectionFailed(f"{method} {self._host}{path}: {_reason(err)}") from None
+            raise ConnectionFailed(f"{method} {self._host}{path}: {err}") from None
         self._duration.labels(method, self._host_label).observe(time.perf_counter() - started)
         self._requests_total.labels(str(response.status), method, self._host_label).inc()
         return response
 
     @staticmethod
-    def _error(response: Any, payload: bytes) -> ApiError:
+    def _error(response: Response, payload: bytes) -> ApiError:
         try:
             body: Any = orjson.loads(payload) if payload else None
         except orjson.JSONDecodeError:
             body = payload.decode("utf-8", "replace").strip()
-        retry_after = response.headers.get("Retry-After")
+        retry_after = response.headers.get("retry-after")
         try:
             seconds = float(retry_after) if retry_after else None
         except ValueError:
@@ -389,17 +365,21 @@ def _retryable(method: str, err: BaseException) -> bool:
     return err.status in _RETRY_ANY_VERB or (err.status >= 500 and method in _IDEMPOTENT)
 
 
-_backoff = tenacity.wait_exponential(multiplier=0.1, max=2.0) + tenacity.wait_random(0, 0.1)
-
-
-def _wait(state: tenacity.RetryCallState) -> float:
-    """The server's Retry-After when it sent one (capped), else exponential backoff with jitter."""
-    err = state.outcome.exception() if state.outcome else None
+def _delay(err: BaseException | None, attempt: int) -> float:
+    """Before attempt ``attempt + 1``: the server's Retry-After when it sent one (capped), else
+    exponential backoff from 100 ms to 2 s with up to 100 ms of jitter."""
     if isinstance(err, ApiError) and err.retry_after is not None:
         return min(max(err.retry_after, 0.0), 10.0)
-    return _backoff(state)
+    return min(0.1 * 2 ** (attempt - 1), 2.0) + random.uniform(0.0, 0.1)
 
 
-def _reason(err: BaseException) -> str:
-    reason = getattr(err, "reason", None)
-    return str(reason or err)
+def _transport(cfg: ClusterConfig) -> Transport:
+    """The transport for a configuration: its TLS settings and proxy."""
+    if cfg.proxy and not cfg.proxy.startswith("http://"):
+        raise ConfigError(f"proxy {cfg.proxy}: only http:// proxies are supported; list the server in NO_PROXY "
+                          f"to reach it directly")
+    try:
+        return Transport(cfg.host, ssl_context=cfg.ssl_context(), server_hostname=cfg.tls_server_name,
+                         proxy=cfg.proxy, pool_size=POOL_SIZE)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
