@@ -33,13 +33,19 @@ import copy
 import functools
 import json
 import math
-import re
 from dataclasses import dataclass, field, fields
-from fractions import Fraction
 from typing import Any, Callable
 
-from koordinator.apis import quantity, schemas
+from koordinator.apis import quantity, schemas, slo_merge
+# Shared with the koordlet; re-exported here for this module's callers.
+from koordinator.apis.goduration import format_go_duration, parse_go_duration  # noqa: F401
+from koordinator.apis.nodeslo_defaults import (DEFAULT_CPU_BURST_STRATEGY,  # noqa: F401
+                                               DEFAULT_METRIC_AGGREGATE_DURATION_SECONDS,
+                                               DEFAULT_METRIC_DURATIONS, DEFAULT_METRIC_MEMORY_COLLECT_POLICY,
+                                               DEFAULT_METRIC_REPORT_INTERVAL_SECONDS,
+                                               DEFAULT_RESOURCE_THRESHOLD_STRATEGY, DEFAULT_SYSTEM_STRATEGY)
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
+from koordinator.apis.slo_merge import merge_config
 
 Obj = dict[str, Any]
 
@@ -97,14 +103,12 @@ def problem_reason(key: str, severity: str) -> str:
 
 # -- defaults (koord-manager's, reference B.2.2-B.2.9 and B.3.1) ------------------------------
 
-DEFAULT_METRIC_DURATIONS = ("5m0s", "10m0s", "30m0s")
-
 DEFAULT_COLOCATION_STRATEGY: Obj = {
     "enable": False,
-    "metricAggregateDurationSeconds": 300,
-    "metricReportIntervalSeconds": 60,
+    "metricAggregateDurationSeconds": DEFAULT_METRIC_AGGREGATE_DURATION_SECONDS,
+    "metricReportIntervalSeconds": DEFAULT_METRIC_REPORT_INTERVAL_SECONDS,
     "metricAggregatePolicy": {"durations": list(DEFAULT_METRIC_DURATIONS)},
-    "metricMemoryCollectPolicy": "usageWithoutPageCache",
+    "metricMemoryCollectPolicy": DEFAULT_METRIC_MEMORY_COLLECT_POLICY,
     "cpuReclaimThresholdPercent": 60,
     "cpuCalculatePolicy": "usage",
     "memoryReclaimThresholdPercent": 65,
@@ -118,124 +122,17 @@ DEFAULT_COLOCATION_STRATEGY: Obj = {
     "midStaticCPUReservedPercent": 0,
     "midStaticMemoryReservedPercent": 0,
 }
-DEFAULT_RESOURCE_THRESHOLD_STRATEGY: Obj = {
-    "enable": False,
-    "cpuSuppressThresholdPercent": 65,
-    "cpuSuppressPolicy": "cpuset",
-    "memoryEvictThresholdPercent": 70,
-    "cpuEvictPolicy": "evictByRealLimit",
-}
 # The manager writes {} and leaves the per-class defaults to koordlet (pitfall 9).
 DEFAULT_RESOURCE_QOS_STRATEGY: Obj = {}
-DEFAULT_CPU_BURST_STRATEGY: Obj = {
-    "policy": "none",
-    "cpuBurstPercent": 1000,
-    "cfsQuotaBurstPercent": 300,
-    "cfsQuotaBurstPeriodSeconds": -1,
-    "sharePoolThresholdPercent": 50,
-}
-DEFAULT_SYSTEM_STRATEGY: Obj = {"totalNetworkBandwidth": "0"}
 DEFAULT_CPU_NORMALIZATION_STRATEGY: Obj = {"enable": False, "ratioModel": {}}
 DEFAULT_RESOURCE_AMPLIFICATION_STRATEGY: Obj = {"enable": False}
 
 _PROFILE_FIELDS = ("name", "nodeSelector")
+GO_MAP_FIELDS = slo_merge.GO_MAP_FIELDS  # re-exported for this module's callers
 
-# Fields that are Go maps, not structs: merging replaces their entries whole instead of merging
-# into them (decoding a JSON object into a map stores fresh values).
-GO_MAP_FIELDS = frozenset({"extensions", "ratioModel", "resourceAmplificationRatio", "schedFeatures"})
 # Go resource.Quantity fields, re-encoded canonically ("1000000" -> "1M") as Go would marshal them.
 # (networkQOS bandwidths are IntOrString in Go and keep their form.)
 _QUANTITY_FIELDS = frozenset({"totalNetworkBandwidth"})
-
-
-# -- MergeCfg ----------------------------------------------------------------------------------
-
-
-def merge_config(base: Obj, override: Obj | None, *, map_fields: frozenset[str] = GO_MAP_FIELDS) -> Obj:
-    """Koordinator's ``MergeCfg`` on JSON-shaped dicts: ``override`` decoded on top of a copy of ``base``.
-
-    Present scalars replace (explicit ``false``/``0`` included); ``None`` and empty lists are absent
-    (Go omits nil pointers and empty ``omitempty`` slices); nested objects merge recursively; a
-    non-empty list replaces the whole list; for the Go map fields in ``map_fields`` each entry is
-    replaced whole and keys are never removed. ``base`` and ``override`` are left untouched.
-    """
-    result = copy.deepcopy(base)
-    if override:
-        _merge_into(result, override, map_fields)
-    return result
-
-
-def _merge_into(dst: Obj, src: Obj, map_fields: frozenset[str]) -> None:
-    for k, v in src.items():
-        if v is None or (isinstance(v, list) and not v):
-            continue
-        if k in map_fields and isinstance(v, dict):
-            if not v:
-                continue
-            target = dst.get(k)
-            if not isinstance(target, dict):
-                target = dst[k] = {}
-            target.update({ek: copy.deepcopy(ev) for ek, ev in v.items() if ev is not None})
-        elif isinstance(v, dict) and isinstance(dst.get(k), dict):
-            _merge_into(dst[k], v, map_fields)
-        else:
-            dst[k] = copy.deepcopy(v)
-
-
-# -- Go durations ------------------------------------------------------------------------------
-
-_GO_DURATION_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "μs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
-                      "h": 3600 * 10**9}
-_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str) -> int:
-    """Nanoseconds of a Go duration string (``time.ParseDuration``); ValueError naming the text."""
-    s = text
-    sign = 1
-    if s[:1] in ("+", "-"):
-        sign, s = (-1 if s[0] == "-" else 1), s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError(f"invalid duration {text!r}")
-    total, pos = Fraction(0), 0
-    while pos < len(s):
-        m = _GO_DURATION_PART.match(s, pos)
-        if m is None:
-            raise ValueError(f"invalid duration {text!r}")
-        total += Fraction(m.group(1)) * _GO_DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * int(total)
-
-
-def format_go_duration(ns: int) -> str:
-    """``time.Duration.String``: 300s -> ``"5m0s"``, 1.5s -> ``"1.5s"``, 0 -> ``"0s"``."""
-    if ns == 0:
-        return "0s"
-    sign, u = ("-", -ns) if ns < 0 else ("", ns)
-    if u < 10**9:
-        if u < 10**3:
-            return f"{sign}{u}ns"
-        unit, scale = ("µs", 10**3) if u < 10**6 else ("ms", 10**6)
-        return f"{sign}{_fixed(u, scale)}{unit}"
-    secs, frac = divmod(u, 10**9)
-    hours, rest = divmod(secs, 3600)
-    minutes, secs = divmod(rest, 60)
-    seconds = f"{_fixed(secs * 10**9 + frac, 10**9)}s"
-    if hours:
-        return f"{sign}{hours}h{minutes}m{seconds}"
-    if minutes:
-        return f"{sign}{minutes}m{seconds}"
-    return f"{sign}{seconds}"
-
-
-def _fixed(value: int, scale: int) -> str:
-    whole, rest = divmod(value, scale)
-    if not rest:
-        return str(whole)
-    digits = str(rest).rjust(len(str(scale)) - 1, "0").rstrip("0")
-    return f"{whole}.{digits}"
 
 
 # -- Go-style decoding of a document against its schema ----------------------------------------

@@ -1,0 +1,233 @@
+"""Role ``koordlet``: the per-node agent — what it measures and reports (QoS enforcement comes later).
+
+Modules, each on the Runtime of ``koordinator --role=koordlet --node-name=N``:
+
+- :mod:`roles.koordlet.statesinformer`: the Node, the pods on it (from the kubelet's ``/pods`` with
+  ``--kubelet-addr``, else through the API), its NodeSLO and NodeMetric; the NodeMetric status,
+  NodeResourceTopology and (gate ``Accelerators``) Device reporters.
+- :mod:`roles.koordlet.metricsadvisor`: collectors reading ``/proc``, sysfs and cgroups (v1 and v2,
+  systemd and cgroupfs drivers) under ``--proc-root``, ``--sys-root`` and ``--cgroup-root``.
+- :mod:`roles.koordlet.metriccache`: the time series and node facts, an SQLite file under
+  ``--run-dir`` that survives a restart, bounded by ``--tsdb-retention-duration`` and ``--tsdb-max-bytes``.
+- :mod:`roles.koordlet.prediction`: peak prediction (prod reclaimable resources).
+
+Flags keep Koordinator's names and defaults (reference A.2) where Koordinator has them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from roles.koordlet import features
+
+log = logging.getLogger("koordinator.koordlet")
+
+DEFAULT_RUN_DIR = "/var/run/koordlet"
+METRICS_DB = "metrics.db"
+CHECKPOINT_DIR = "prediction-checkpoints"
+
+
+def _bytes(value: str) -> int:
+    """A byte size as a Kubernetes quantity (``100Mi``) or plain bytes."""
+    from koordinator.apis import quantity
+
+    try:
+        n = quantity.value(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"invalid size {value!r}: {err}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {value!r}: must be positive")
+    return n
+
+
+def _percent(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid percent {value!r}: not an integer") from None
+    if not 0 <= n <= 1000:
+        raise argparse.ArgumentTypeError(f"invalid percent {n}: must be 0-1000")
+    return n
+
+
+def add_flags(group: argparse._ArgumentGroup) -> None:
+    """koordlet's own flags (the shared ones, --node-name included, come from the runtime)."""
+    from koordinator.runtime.options import add_bool_flag, parse_duration, positive_int
+
+    def duration(flag: str, default: str, help: str, *, positive: bool = True) -> None:
+        def parse(value: str) -> float:
+            seconds = parse_duration(value)
+            if positive and seconds <= 0:
+                raise argparse.ArgumentTypeError(f"invalid duration {value!r}: must be positive")
+            return seconds
+        group.add_argument(flag, type=parse, default=default, metavar="DURATION", help=help)
+
+    group.add_argument("--proc-root", "--proc-root-dir", dest="proc_root", default="/proc", metavar="DIR",
+                       help="the host's /proc")
+    group.add_argument("--sys-root", "--sys-root-dir", dest="sys_root", default="/sys", metavar="DIR",
+                       help="the host's /sys")
+    group.add_argument("--cgroup-root", "--cgroup-root-dir", dest="cgroup_root", default="/sys/fs/cgroup",
+                       metavar="DIR", help="the host's cgroup mount (v1: the directory holding cpu/, memory/ ...)")
+    group.add_argument("--cgroup-driver", choices=("auto", "systemd", "cgroupfs"), default="auto",
+                       help="the kubelet's cgroup driver; auto looks for kubepods.slice or kubepods")
+    group.add_argument("--run-dir", default=DEFAULT_RUN_DIR, metavar="DIR",
+                       help=f"where the metric cache ({METRICS_DB}) and prediction checkpoints live; kept "
+                            "across restarts")
+    group.add_argument("--kubelet-addr", default="", metavar="URL",
+                       help="the kubelet to list pods from (https://HOST:10250 with the service account token, "
+                            "or http://HOST:10255); empty: list the node's pods through the API server")
+    duration("--kubelet-sync-interval", "10s", "how often pods are listed from the kubelet")
+    duration("--kubelet-sync-timeout", "3s", "timeout of one kubelet request")
+    duration("--collect-res-used-interval", "1s", "interval of the node, pod and container usage collectors")
+    duration("--collect-node-cpu-info-interval", "60s", "interval of the node CPU/NUMA info collector")
+    duration("--collect-sys-metric-outdated-interval", "10s",
+             "node and pod samples older than this are not used for system usage")
+    duration("--node-topology-sync-interval", "3s", "interval of the NodeResourceTopology (and Device) report")
+    add_bool_flag(group, "--enable-node-metric-report", default=True, help="report the NodeMetric status")
+    group.add_argument("--report-interval", type=parse_duration, default=None, metavar="DURATION",
+                       help="deprecated in Koordinator: when set, overrides the NodeMetric spec's "
+                            "reportIntervalSeconds (default: from the spec, 60s)")
+    duration("--tsdb-retention-duration", "12h", "how long samples are kept in the metric cache")
+    group.add_argument("--tsdb-max-bytes", type=_bytes, default="100Mi", metavar="SIZE",
+                       help="the metric cache's size bound; the oldest samples go first")
+    group.add_argument("--prediction-checkpoint-filepath", default="", metavar="DIR",
+                       help=f"prediction checkpoints (default: RUN_DIR/{CHECKPOINT_DIR})")
+    duration("--prediction-cold-start-duration", "24h", "pods younger than this are not predicted")
+    group.add_argument("--prediction-safety-margin-percent", type=_percent, default=10, metavar="PERCENT",
+                       help="margin added to predicted peaks")
+    duration("--prediction-memory-histogram-decay-halflife", "24h", "half-life of memory samples")
+    duration("--prediction-cpu-histogram-decay-halflife", "12h", "half-life of CPU samples")
+    duration("--prediction-training-interval", "1m", "how often models take a sample")
+    duration("--prediction-model-expiration-duration", "30m", "models not updated this long are dropped")
+    duration("--prediction-model-checkpoint-interval", "10m", "how often a model is checkpointed")
+    group.add_argument("--prediction-model-checkpoint-max-per-step", type=positive_int, default=12, metavar="N",
+                       help="models checkpointed per round at most")
+
+
+def check_options(options: Any) -> None:
+    """Refuse bad flags before anything starts (the CLI prints the message and exits 2)."""
+    features.resolve(options.feature_gates)
+    if options.config:
+        # The koordlet-config document (schemas/config/koordlet-config) names Koordinator's flags; this build
+        # takes them as flags only, so say so rather than run with settings the file meant to change.
+        raise ValueError(f"--config {options.config}: the koordlet takes its settings as flags in this build "
+                         f"(e.g. --cgroup-root, --run-dir, --feature-gates), not from a koordlet-config file")
+    extra = options.extra
+    for flag in ("proc_root", "sys_root", "cgroup_root"):
+        path = extra[flag]
+        if not os.path.isdir(path):
+            raise ValueError(f"--{flag.replace('_', '-')}: {path!r} is not a directory")
+    addr = extra["kubelet_addr"]
+    if addr and not addr.startswith(("http://", "https://")):
+        raise ValueError(f"--kubelet-addr: {addr!r} must start with http:// or https://")
+    if extra["report_interval"] is not None and extra["report_interval"] <= 0:
+        raise ValueError(f"--report-interval: {extra['report_interval']:g}s: must be positive")
+
+
+@dataclass
+class KoordletParts:
+    """What :func:`register` built, for tools and tests that look inside a running koordlet."""
+
+    layout: Any
+    cache: Any
+    states: Any
+    advisor: Any
+    predictor: Any
+    reporter: Any = None
+    topology_reporter: Any = None
+    device_reporter: Any = None
+
+
+class _CacheCloser:
+    """Closes the metric cache after everything that writes or reads it has stopped."""
+
+    def __init__(self, cache: Any) -> None:
+        self.cache = cache
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, timeout: float) -> bool:
+        self.cache.close()
+        return True
+
+
+def register(runtime: Any, options: Any) -> KoordletParts:
+    """Build the koordlet's modules on ``runtime`` (reference A.1 start order: states, then collectors)."""
+    from roles.koordlet.metriccache import MetricCache
+    from roles.koordlet.metrics import KoordletCollector, round_duration
+    from roles.koordlet.metricsadvisor import MetricsAdvisor
+    from roles.koordlet.prediction import PeakPredictor
+    from roles.koordlet.statesinformer import (DeviceReporter, KubeletClient, NodeMetricReporter,
+                                               NodeTopologyReporter, StatesInformer)
+    from roles.koordlet.system.cgroup import detect_layout
+    from roles.koordlet.system.paths import HostPaths
+
+    extra = options.extra
+    gates = features.resolve(options.feature_gates)
+    if inactive := features.inactive(gates):
+        log.info("feature gates on but not implemented in this build: %s", ",".join(inactive))
+    node = options.node_name
+    layout = detect_layout(extra["cgroup_root"], None if extra["cgroup_driver"] == "auto" else extra["cgroup_driver"])
+    paths = HostPaths(proc_root=extra["proc_root"], sys_root=extra["sys_root"], cgroup_root=extra["cgroup_root"])
+    run_dir = extra["run_dir"]
+    cache = MetricCache(os.path.join(run_dir, METRICS_DB), retention_seconds=extra["tsdb_retention_duration"],
+                        max_bytes=extra["tsdb_max_bytes"])
+    runtime.add_component(_CacheCloser(cache))
+    kubelet = (KubeletClient(extra["kubelet_addr"], timeout=extra["kubelet_sync_timeout"])
+               if extra["kubelet_addr"] else None)
+    states = StatesInformer.from_runtime(runtime, node, layout, kubelet=kubelet,
+                                        kubelet_sync_interval=extra["kubelet_sync_interval"])
+    advisor = MetricsAdvisor(paths, layout, cache, states, collect_interval=extra["collect_res_used_interval"],
+                             node_info_interval=extra["collect_node_cpu_info_interval"],
+                             sys_outdated=extra["collect_sys_metric_outdated_interval"],
+                             on_round=round_duration(runtime.metrics.registry).observe)
+    predictor = PeakPredictor(
+        cache, states, checkpoint_dir=extra["prediction_checkpoint_filepath"] or os.path.join(run_dir, CHECKPOINT_DIR),
+        training_interval=extra["prediction_training_interval"], cold_start=extra["prediction_cold_start_duration"],
+        safety_margin_percent=extra["prediction_safety_margin_percent"],
+        cpu_half_life=extra["prediction_cpu_histogram_decay_halflife"],
+        memory_half_life=extra["prediction_memory_histogram_decay_halflife"],
+        model_expiration=extra["prediction_model_expiration_duration"],
+        checkpoint_interval=extra["prediction_model_checkpoint_interval"],
+        checkpoint_max_per_step=extra["prediction_model_checkpoint_max_per_step"])
+    parts = KoordletParts(layout=layout, cache=cache, states=states, advisor=advisor, predictor=predictor)
+
+    if kubelet is not None:
+        runtime.add_runnable("kubelet-pods", states.run)
+
+    def collect(stop: Any) -> None:
+        # Collectors need the pod list: with a kubelet it arrives after the informers' sync.
+        while not states.has_synced():
+            if stop.wait(0.1):
+                return
+        advisor.run(stop)
+
+    runtime.add_runnable("metrics-advisor", collect)
+    runtime.add_runnable("metric-cache-gc", cache.run_gc)
+    runtime.add_runnable("peak-predictor", predictor.run)
+    runtime.add_ready_check("metrics-advisor",
+                            lambda: None if advisor.has_synced() else "the first collection round has not finished")
+    if extra["enable_node_metric_report"]:
+        parts.reporter = NodeMetricReporter(runtime.client, states, cache, predictor=predictor,
+                                            report_interval=extra["report_interval"], gpu=gates["Accelerators"])
+        runtime.add_runnable("nodemetric-reporter", parts.reporter.run)
+    if gates["NodeTopologyReport"]:
+        parts.topology_reporter = NodeTopologyReporter(runtime.client, states, cache, kubelet=kubelet,
+                                                       interval=extra["node_topology_sync_interval"],
+                                                       hugepages=gates["HugePageReport"])
+        runtime.add_runnable("node-topology-reporter", parts.topology_reporter.run)
+    if gates["Accelerators"]:
+        parts.device_reporter = DeviceReporter(runtime.client, states, cache, sys_root=extra["sys_root"],
+                                               interval=extra["node_topology_sync_interval"])
+        runtime.add_runnable("device-reporter", parts.device_reporter.run)
+    runtime.metrics.registry.register(KoordletCollector(
+        node, cache=cache, reporter=parts.reporter, predictor=predictor,
+        node_metric_gauges=gates["NodeMetricPromMetrics"]))
+    log.info("koordlet node=%s cgroup=v%d/%s run-dir=%s pods-from=%s", node, layout.version, layout.driver, run_dir,
+             extra["kubelet_addr"] or "api")
+    return parts

@@ -1,0 +1,17 @@
+"""What the koordlet knows about its node and what it reports about it (reference A.6).
+
+- :class:`StatesInformer` (:mod:`.states`): the Node, its pods (kubelet ``/pods/`` or the API),
+  NodeSLO and NodeMetric specs merged with the koordlet defaults, change callbacks;
+- :class:`NodeMetricReporter`: the NodeMetric status;
+- :class:`NodeTopologyReporter`: the NodeResourceTopology (gate ``NodeTopologyReport``);
+- :class:`DeviceReporter`: the Device with the GPUs NVML finds (gate ``Accelerators``).
+"""
+
+from roles.koordlet.statesinformer.device_reporter import DeviceReporter
+from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError, parse_kubelet_addr
+from roles.koordlet.statesinformer.nodemetric_reporter import NodeMetricReporter
+from roles.koordlet.statesinformer.nrt_reporter import NodeTopologyReporter
+from roles.koordlet.statesinformer.states import PodMeta, StatesInformer
+
+__all__ = ["DeviceReporter", "KubeletClient", "KubeletError", "NodeMetricReporter", "NodeTopologyReporter",
+           "PodMeta", "StatesInformer", "parse_kubelet_addr"]
