@@ -2,7 +2,8 @@
 
 ``koordinator --role=ROLE [flags]`` runs one component (see :mod:`koordinator.runtime.options` for
 the shared flags; a role package may add its own), ``koordinator apiserver`` the embedded API
-server, ``koordinator local`` a whole cluster on this machine (:mod:`koordinator.local`).
+server, ``koordinator local`` a whole cluster on this machine (:mod:`koordinator.local`),
+``koordinator simulate-nodes`` the simulated nodes it runs (:mod:`koordinator.sim.command`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_apiserver(sub)
     from koordinator import local
+    from koordinator.sim import command as simulate_nodes
 
     local.add_parser(sub)
+    simulate_nodes.add_parser(sub)
     return parser
 
 
@@ -202,5 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         from koordinator import local
 
         return local.run(args)
+    if args.command == "simulate-nodes":
+        from koordinator.sim import command as simulate_nodes
+
+        return simulate_nodes.run(args)
     parser.print_help()
     return 2

@@ -1,17 +1,22 @@
 """``koordinator local``: a whole Koordinator cluster on this machine, as one process tree.
 
 It starts ``koordinator apiserver`` (with our CRDs) as a child process, creates the
-``koordinator-system`` namespace and N simulated Nodes, then starts every role this build
-implements as a child ``koordinator --role=R`` against it, prints the kubeconfig and one status
-line per component (again whenever it changes), and on Ctrl-C or SIGTERM stops the roles
-(SIGTERM, then SIGKILL after ``--shutdown-timeout``), then the API server.
+``koordinator-system`` namespace and N simulated Nodes, starts ``koordinator simulate-nodes`` for
+them (fake /proc, /sys and cgroup trees under ``DIR/nodes`` and a stand-in kubelet, see
+:mod:`koordinator.sim`), then starts every role this build implements as a child
+``koordinator --role=R`` against it — the koordlet once per simulated node, over that node's
+tree — prints the kubeconfig and one status line per component (again whenever it changes), and
+on Ctrl-C or SIGTERM stops the roles (SIGTERM, then SIGKILL after ``--shutdown-timeout``), then
+the simulator, then the API server.
 
 Layout of the data directory (reused on restart: the nodes are kept, the CRDs refreshed)::
 
     DIR/state.db        the API server's SQLite database
     DIR/kubeconfig      for kubectl and the roles
     DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
-    DIR/logs/NAME.log   each child's stdout and stderr
+    DIR/logs/NAME.log   each child's stdout and stderr (koordlet-<node>.log per koordlet)
+    DIR/nodes/<node>/   each simulated node's proc, sys and cgroup trees (rebuilt on restart)
+    DIR/koordlet/<node>/  each koordlet's --run-dir (metric cache, prediction checkpoints)
 
 Every child runs in its own session, so a Ctrl-C in the terminal reaches only this process and
 the shutdown order stays ours. A role that dies is reported on its status line; an API server
@@ -44,6 +49,9 @@ NODE_PREFIX = "sim-node-"
 SIMULATED_LABEL = "koordinator.sh/simulated-node"
 SYSTEM_NAMESPACE = "koordinator-system"
 NODE_ROLES = ("koordlet", "device-daemon", "runtime-proxy")
+# Node roles that run once per simulated node, over its tree (the others run once, for sim-node-0).
+PER_NODE_ROLES = ("koordlet",)
+SIMULATOR = "simulator"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
@@ -80,13 +88,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "or plain seconds)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="log level of every child (their logs go to DATA_DIR/logs)")
+    p.add_argument("--cgroup-version", type=int, choices=(1, 2), default=2,
+                   help="cgroup hierarchy of the simulated nodes")
+    p.add_argument("--cgroup-driver", choices=("systemd", "cgroupfs"), default="systemd",
+                   help="cgroup driver (directory naming) of the simulated nodes")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``koordinator local``."""
     config = LocalConfig(data_dir=Path(args.data_dir).absolute(), nodes=args.nodes, port=args.port,
-                         log_level=args.log_level, shutdown_timeout=args.shutdown_timeout)
+                         log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
+                         cgroup_version=args.cgroup_version, cgroup_driver=args.cgroup_driver)
     return LocalCluster(config).run()
 
 
@@ -397,6 +410,9 @@ class LocalConfig:
     # How to run `koordinator` (tests substitute a wrapper that adds role packages).
     command: list[str] = field(default_factory=lambda: [sys.executable, "-m", "koordinator"])
     apiserver_start_timeout: float = 60.0
+    cgroup_version: int = 2
+    cgroup_driver: str = "systemd"
+    simulator_start_timeout: float = 30.0
 
 
 @dataclass
@@ -405,6 +421,10 @@ class _Role:
     child: ChildProcess
     health_addr: str
     exited: bool = False
+    name: str = ""  # the status line's name: the role, or role/node for a per-node role
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.role
 
 
 class LocalCluster:
@@ -416,12 +436,16 @@ class LocalCluster:
         self.kubeconfig = self.data_dir / "kubeconfig"
         self.board = StatusBoard(config.out)
         self.apiserver: ChildProcess | None = None
+        self.simulator: ChildProcess | None = None
+        self.simulator_exited = False
+        self.node_names: list[str] = []
         self.url = ""
         self.roles: list[_Role] = []
         self.webhook_port = 0
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._serving = threading.Event()
+        self._simulating = threading.Event()
 
     def request_stop(self) -> None:
         """Begin a clean shutdown; a second call makes it hurry (children are killed at once)."""
@@ -462,6 +486,9 @@ class LocalCluster:
             log.debug("preparing the cluster failed", exc_info=True)
             self.board.say(f"koordinator local: error: preparing the cluster failed: {err}")
             return 1
+        if self._stop.is_set():
+            return 0
+        self._start_simulator()
         if self._stop.is_set():
             return 0
         self._start_roles()
@@ -513,11 +540,57 @@ class LocalCluster:
                 ensure_manager_webhooks(client, self.webhook_port)
         finally:
             client.close()
+        self.node_names = names
         if names:
             shown = ", ".join(names) if len(names) <= 5 else f"{names[0]} .. {names[-1]}"
             self.board.set("nodes", "ready", f"{len(names)} simulated: {shown}")
         else:
             self.board.set("nodes", "none", "--nodes 0")
+
+    @property
+    def nodes_dir(self) -> Path:
+        return self.data_dir / "nodes"
+
+    def _start_simulator(self) -> None:
+        """``koordinator simulate-nodes`` for the simulated nodes; wait (bounded) until their trees exist."""
+        if not self.node_names:
+            return
+        argv = [*self.config.command, "simulate-nodes", "--kubeconfig", str(self.kubeconfig),
+                "--root", str(self.nodes_dir), "--nodes", ",".join(self.node_names),
+                "--cgroup-version", str(self.config.cgroup_version), "--cgroup-driver", self.config.cgroup_driver,
+                "--log-level", self.config.log_level]
+        self.simulator = ChildProcess(SIMULATOR, argv, self.data_dir / "logs" / f"{SIMULATOR}.log",
+                                      on_line=self._simulator_line)
+        self.board.set(SIMULATOR, "starting", f"{len(self.node_names)} node trees under {self.nodes_dir}")
+        self.simulator.start()
+        deadline = time.monotonic() + self.config.simulator_start_timeout
+        while not self._simulating.wait(0.1):
+            if self._check_simulator() or self._stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                self.board.set(SIMULATOR, "not ready", f"no trees within {self.config.simulator_start_timeout:g}s; "
+                                                       f"see {self.simulator.log_path}")
+                return
+        self.board.set(SIMULATOR, "ready", f"{self.nodes_dir}  (pid {self.simulator.pid})")
+
+    def _simulator_line(self, line: str) -> None:
+        if ": ready: " in line:
+            self._simulating.set()
+
+    def _check_simulator(self) -> bool:
+        """Report a simulator that exited (once); True if it has."""
+        if self.simulator is None:
+            return False
+        if self.simulator_exited:
+            return True
+        code = self.simulator.poll()
+        if code is None:
+            return False
+        self.simulator_exited = True
+        self.simulator.close()
+        self.board.set(SIMULATOR, f"exited (code {code})",
+                       f"{self.simulator.last_line}  [log: {self.simulator.log_path}]".strip())
+        return True
 
     def _runs(self, role: str) -> bool:
         import roles
@@ -533,24 +606,39 @@ class LocalCluster:
             if role not in implemented:
                 self.board.set(role, "not implemented yet")
                 continue
-            if role in NODE_ROLES and self.config.nodes == 0:
+            if role in NODE_ROLES and not self.node_names:
                 self.board.set(role, "not started", "no simulated node (--nodes 0)")
                 continue
-            metrics = f"127.0.0.1:{free_port()}"
-            health = f"127.0.0.1:{free_port()}"
-            argv = [*self.config.command, f"--role={role}", "--kubeconfig", str(self.kubeconfig),
-                    "--metrics-addr", metrics, "--health-addr", health, "--log-level", self.config.log_level]
-            if role in NODE_ROLES:
-                argv += ["--node-name", node_name(0)]
-            env = None
-            if role == "manager":
-                argv += ["--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
-                         "--webhook-cert-dir", str(self.data_dir / "webhook-certs")]
-                env = {**os.environ, "POD_NAMESPACE": SYSTEM_NAMESPACE}
-            child = ChildProcess(role, argv, self.data_dir / "logs" / f"{role}.log", env=env)
-            child.start()
-            self.roles.append(_Role(role, child, health))
-            self.board.set(role, "starting", f"pid {child.pid}, health http://{health}")
+            if role in PER_NODE_ROLES:
+                for node in self.node_names:
+                    self._start_role(role, node, self.per_node_flags(node))
+            elif role in NODE_ROLES:
+                self._start_role(role, None, ["--node-name", self.node_names[0]])
+            else:
+                self._start_role(role, None, [])
+
+    def per_node_flags(self, node: str) -> list[str]:
+        """A per-node role's flags: its node and that node's simulated tree and run directory."""
+        tree = self.nodes_dir / node
+        return ["--node-name", node, "--proc-root", str(tree / "proc"), "--sys-root", str(tree / "sys"),
+                "--cgroup-root", str(tree / "cgroup"), "--run-dir", str(self.data_dir / "koordlet" / node)]
+
+    def _start_role(self, role: str, node: str | None, extra: list[str]) -> None:
+        name = f"{role}/{node}" if node else role
+        metrics = f"127.0.0.1:{free_port()}"
+        health = f"127.0.0.1:{free_port()}"
+        argv = [*self.config.command, f"--role={role}", "--kubeconfig", str(self.kubeconfig),
+                "--metrics-addr", metrics, "--health-addr", health, "--log-level", self.config.log_level, *extra]
+        env = None
+        if role == "manager":
+            argv += ["--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
+                     "--webhook-cert-dir", str(self.data_dir / "webhook-certs")]
+            env = {**os.environ, "POD_NAMESPACE": SYSTEM_NAMESPACE}
+        log_name = f"{role}-{node}" if node else role
+        child = ChildProcess(name, argv, self.data_dir / "logs" / f"{log_name}.log", env=env)
+        child.start()
+        self.roles.append(_Role(role, child, health, name=name))
+        self.board.set(name, "starting", f"pid {child.pid}, health http://{health}")
 
     def _supervise(self) -> int:
         assert self.apiserver is not None
@@ -561,6 +649,7 @@ class LocalCluster:
                 self.board.set("apiserver", f"exited (code {code})", self.apiserver.last_line)
                 self.board.say("koordinator local: the API server died; stopping everything")
                 return 1
+            self._check_simulator()
             for role in self.roles:
                 self._check_role(role)
         return 0
@@ -574,19 +663,19 @@ class LocalCluster:
         if code is not None:
             role.exited = True
             role.child.close()
-            self.board.set(role.role, f"exited (code {code})",
+            self.board.set(role.name, f"exited (code {code})",
                            f"{role.child.last_line}  [log: {role.child.log_path}]".strip())
             return
         try:
             status, body = probe(role.health_addr, "/readyz", timeout=1.0)
         except OSError:
-            self.board.set(role.role, "starting", f"pid {role.child.pid}, health http://{role.health_addr}")
+            self.board.set(role.name, "starting", f"pid {role.child.pid}, health http://{role.health_addr}")
             return
         if status == 200:
-            self.board.set(role.role, "ready", f"pid {role.child.pid}, health http://{role.health_addr}")
+            self.board.set(role.name, "ready", f"pid {role.child.pid}, health http://{role.health_addr}")
         else:
             failing = [line[3:] for line in body.splitlines() if line.startswith("[-]")]
-            self.board.set(role.role, "not ready", "; ".join(failing) or f"HTTP {status}")
+            self.board.set(role.name, "not ready", "; ".join(failing) or f"HTTP {status}")
 
     def _shutdown(self) -> None:
         running = [r.child for r in self.roles if r.child.proc is not None and not r.exited]
@@ -598,6 +687,13 @@ class LocalCluster:
         for r in self.roles:
             if r.exited:
                 r.child.close()
+        # After the koordlets (they read its trees), before the API server (it writes pod status).
+        if self.simulator is not None and self.simulator.proc is not None and not self.simulator_exited:
+            if self.simulator.poll() is None:
+                code = stop_children([self.simulator], self.config.shutdown_timeout, self._hurry)[SIMULATOR]
+                self.board.set(SIMULATOR, "stopped", f"exit code {code}")
+            else:
+                self.simulator.close()
         if self.apiserver is not None and self.apiserver.proc is not None:
             if self.apiserver.poll() is None:
                 code = stop_children([self.apiserver], self.config.shutdown_timeout, self._hurry)["apiserver"]

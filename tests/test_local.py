@@ -111,6 +111,10 @@ def test_local_comes_up_kubectl_sees_the_nodes_and_ctrl_c_leaves_nothing(tmp_pat
         out = "\n".join(lp.lines)
         assert "apiserver      ready" in out
         assert "nodes          ready                3 simulated: sim-node-0, sim-node-1, sim-node-2" in out
+        assert f"simulator      ready                {data / 'nodes'}" in out
+        for i in range(3):
+            assert (data / "nodes" / f"sim-node-{i}" / "proc" / "stat").is_file()
+            assert (data / "nodes" / f"sim-node-{i}" / "cgroup" / "kubepods.slice").is_dir()
         for role in roles.ROLE_PACKAGES:
             if not roles.is_implemented(role):
                 assert any(line.startswith(role) and "not implemented yet" in line for line in lp.lines)
@@ -124,6 +128,7 @@ def test_local_comes_up_kubectl_sees_the_nodes_and_ctrl_c_leaves_nothing(tmp_pat
         lp.proc.send_signal(signal.SIGINT)
         assert lp.finish() == 0, "\n".join(lp.lines)
         assert any(line.startswith("apiserver") and "stopped" in line for line in lp.lines)
+        assert any(line.startswith("simulator") and "stopped" in line and "exit code 0" in line for line in lp.lines)
         assert wait_until(lambda: not processes_mentioning(str(data)), 10), processes_mentioning(str(data))
         assert (data / "logs" / "apiserver.log").read_text().count("serving at") == 1
 
@@ -377,7 +382,8 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
                "from koordinator.cli import main; sys.exit(main(sys.argv[1:]))")
     out = io.StringIO()
     data = tmp_path / "kdata"
-    config = LocalConfig(data_dir=data, nodes=1, port=0, roles=["scheduler", "koordlet"], out=out,
+    missing = next((r for r in roles.ROLE_PACKAGES if not roles.is_implemented(r)), None)
+    config = LocalConfig(data_dir=data, nodes=1, port=0, roles=["scheduler", *([missing] if missing else [])], out=out,
                          shutdown_timeout=20, poll_interval=0.1,
                          command=[sys.executable, "-c", wrapper, str(tmp_path / "fake_roles")])
     cluster = LocalCluster(config)
@@ -387,7 +393,8 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
     try:
         assert wait_until(lambda: any(line.startswith("scheduler") and " ready " in line
                                       for line in out.getvalue().splitlines()), 90), out.getvalue()
-        assert "koordlet       not implemented yet" in out.getvalue()
+        if missing:
+            assert f"{missing:<14} not implemented yet" in out.getvalue()
         cmd = next(cmd for _, cmd in processes_mentioning(str(data)) if "--role=scheduler" in cmd)
         assert f"--kubeconfig {data / 'kubeconfig'}" in cmd and "--metrics-addr 127.0.0.1:" in cmd
     finally:
@@ -396,6 +403,84 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
     assert result == [0], out.getvalue()
     lines = out.getvalue().splitlines()
     stopped = [line.split()[0] for line in lines if "stopped" in line]
-    assert stopped == ["scheduler", "apiserver"], lines
+    assert stopped == ["scheduler", "simulator", "apiserver"], lines
     assert "exit code 0" in next(line for line in lines if line.startswith("scheduler") and "stopped" in line)
+    assert wait_until(lambda: not processes_mentioning(str(data)), 10)
+
+
+FAKE_KOORDLET = """
+    import os
+
+    def add_flags(parser):
+        for flag in ("--proc-root", "--sys-root", "--cgroup-root", "--run-dir"):
+            parser.add_argument(flag, required=True)
+
+    def register(runtime, options):
+        # The simulator's tree exists before any koordlet starts.
+        stat = os.path.join(options.extra["proc_root"], "stat")
+        assert os.path.isfile(stat), stat
+        assert os.path.isdir(os.path.join(options.extra["cgroup_root"], "cpuacct", "kubepods")), options.extra
+        assert os.path.isdir(os.path.join(options.extra["sys_root"], "devices", "system", "cpu"))
+        runtime.add_runnable("idle", lambda stop: stop.wait())
+"""
+
+
+def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path, monkeypatch):
+    """The simulator starts before the roles; each koordlet gets its node's tree and run directory, and a
+    status line of its own; the pods of a simulated node become Running."""
+    pytest.importorskip("koordinator.runtime.runtime")
+    fake = tmp_path / "fake_roles" / "koordlet"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(textwrap.dedent(FAKE_KOORDLET))
+    # Ahead of the real package (written in parallel): this test is about local's wiring only.
+    monkeypatch.setattr(roles, "__path__", [str(tmp_path / "fake_roles"), *roles.__path__])
+    monkeypatch.delitem(sys.modules, "roles.koordlet", raising=False)
+    wrapper = ("import sys, roles; roles.__path__.insert(0, sys.argv.pop(1)); "
+               "from koordinator.cli import main; sys.exit(main(sys.argv[1:]))")
+    out = io.StringIO()
+    data = tmp_path / "kdata"
+    config = LocalConfig(data_dir=data, nodes=2, port=0, roles=["koordlet"], out=out, shutdown_timeout=20,
+                         poll_interval=0.1, command=[sys.executable, "-c", wrapper, str(tmp_path / "fake_roles")],
+                         cgroup_version=1, cgroup_driver="cgroupfs")
+    cluster = LocalCluster(config)
+    result: list[int] = []
+    runner = threading.Thread(target=lambda: result.append(cluster.run()), daemon=True)
+    runner.start()
+    try:
+        def ready(name: str) -> bool:
+            lines = out.getvalue().splitlines()
+            assert not any(line.startswith(name + " ") and "exited" in line for line in lines), out.getvalue()
+            return any(line.startswith(name + " ") and " ready " in line for line in lines)
+
+        assert wait_until(lambda: ready("koordlet/sim-node-0") and ready("koordlet/sim-node-1"), 90), out.getvalue()
+        lines = out.getvalue().splitlines()
+        assert [line.split()[0] for line in lines if " ready " in line or "starting" in line].index("simulator") < \
+            [line.split()[0] for line in lines].index("koordlet/sim-node-0")
+        for node in ("sim-node-0", "sim-node-1"):
+            cmd = next(cmd for _, cmd in processes_mentioning(str(data)) if f"--node-name {node}" in cmd)
+            tree = data / "nodes" / node
+            assert "--role=koordlet" in cmd
+            assert (f"--proc-root {tree / 'proc'} --sys-root {tree / 'sys'} --cgroup-root {tree / 'cgroup'} "
+                    f"--run-dir {data / 'koordlet' / node}") in cmd
+            assert (data / "logs" / f"koordlet-{node}.log").is_file()
+            assert (tree / "cgroup" / "cpuacct" / "kubepods").is_dir()  # v1, cgroupfs as asked
+        sim = next(cmd for _, cmd in processes_mentioning(str(data)) if "simulate-nodes" in cmd)
+        assert "--nodes sim-node-0,sim-node-1" in sim and "--cgroup-version 1 --cgroup-driver cgroupfs" in sim
+
+        client = Client.from_kubeconfig(str(data / "kubeconfig"))
+        try:
+            client.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                           "spec": {"nodeName": "sim-node-1", "containers": [{"name": "c", "image": "nginx"}]}})
+            pod = wait_until(lambda: (p := client.get("Pod", "p", "default"))["status"].get("phase") == "Running"
+                             and p, 30, message="the simulator runs the pod")
+            assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+        finally:
+            client.close()
+    finally:
+        cluster.request_stop()
+        runner.join(60)
+    assert result == [0], out.getvalue()
+    stopped = [line.split()[0] for line in out.getvalue().splitlines() if "stopped" in line]
+    assert stopped[-2:] == ["simulator", "apiserver"] and sorted(stopped[:-2]) == [
+        "koordlet/sim-node-0", "koordlet/sim-node-1"], out.getvalue()
     assert wait_until(lambda: not processes_mentioning(str(data)), 10)
