@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client import generate_latest
 
 from koordinator.apis import quantity
 from koordinator.runtime.errors import NotFound
@@ -91,9 +92,10 @@ def test_usage_reaches_nodemetric_batch_resources_and_placement(fresh_crd_server
     root = tmp_path / "nodes"
     parts.append(Simulator(kubeconfig, root, list(NODES), interval=0.1).start())
     parts.append(InProcessManager(kubeconfig, tmp_path / "certs").start())
-    for name in NODES:
-        parts.append(InProcessKoordlet(kubeconfig, name, root, tmp_path / "run" / name,
-                                       "--report-interval", "1s").start())
+    koordlets = [InProcessKoordlet(kubeconfig, name, root, tmp_path / "run" / name, "--report-interval", "1s")
+                 for name in NODES]
+    for k in koordlets:
+        parts.append(k.start())
 
     # koordlet: the NodeMetric status (the manager created the object) shows the simulated usage.
     hot = wait_until(lambda: usage(get(api, "NodeMetric", "sim-hot")), timeout=60, message="hot node usage reported")
@@ -107,6 +109,10 @@ def test_usage_reaches_nodemetric_batch_resources_and_placement(fresh_crd_server
     assert 5150 <= quantity.milli_value(pods[0]["podUsage"]["resources"]["cpu"]) <= 6350
     system_cpu = quantity.milli_value(status["nodeMetric"]["systemUsage"]["resources"]["cpu"])
     assert 0 <= system_cpu <= 600, f"system cpu {system_cpu}m, simulated 250m"
+    exposed = generate_latest(koordlets[0].runtime.metrics.registry).decode()
+    for family in ('koordlet_start_time{node="sim-hot"}', "koordlet_collect_round_duration_seconds_count",
+                   'koordlet_metric_cache_points{node="sim-hot"}'):
+        assert family in exposed, family
 
     # manager: batch-cpu = 60% of 8 cores - system - LS usage: none left on the hot node, ~4.45 cores on the cold.
     wait_until(lambda: batch_cpu(api, "sim-cold") is not None and batch_cpu(api, "sim-hot") is not None,
