@@ -36,6 +36,16 @@ def fresh_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
         server.stop()
 
 
+@pytest.fixture
+def tls_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
+    """A server of the test's own serving HTTPS with a self-signed certificate and a bearer token."""
+    server = ApiServerProcess(tmp_path / "tls", "--tls").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def crd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerProcess]:
     """A server of the module's own with Koordinator's CRDs, for roles that act cluster-wide

@@ -6,15 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import roles.koordlet as koordlet
-from koordinator.cli import build_role_parser
 from koordinator.runtime.client import Client
 from koordinator.runtime.informer import InformerFactory
-from koordinator.runtime.options import options_from_args
-from koordinator.runtime.runtime import Runtime
 from koordinator.sim.simulator import NodeSimulator
+from tests.role_harness import InProcessRole
 
 
-class InProcessKoordlet:
+class InProcessKoordlet(InProcessRole):
     """The koordlet of ``node`` on a Runtime of its own, reading the simulated tree under ``root``
     (None: this machine's /proc, /sys and /sys/fs/cgroup)."""
 
@@ -24,28 +22,10 @@ class InProcessKoordlet:
             tree = root / node
             roots = ["--proc-root", str(tree / "proc"), "--sys-root", str(tree / "sys"),
                      "--cgroup-root", str(tree / "cgroup")]
-        argv = ["--role=koordlet", "--kubeconfig", str(kubeconfig), "--node-name", node, "--metrics-addr", "0",
-                "--health-addr", "0", "--log-level", "warning", *roots, "--run-dir", str(run_dir), *flags]
-        args = build_role_parser("koordlet", koordlet).parse_args(argv)
-        self.options = options_from_args(args, "koordlet")
+        super().__init__(koordlet, "koordlet", kubeconfig, "--node-name", node, *roots, "--run-dir", str(run_dir),
+                         *flags)
         koordlet.check_options(self.options)
-        self.client = Client.from_kubeconfig(str(kubeconfig), qps=0)
-        self.runtime = Runtime(self.options, client=self.client)
         self.parts = koordlet.register(self.runtime, self.options)
-        self._stopped = False
-
-    def start(self) -> "InProcessKoordlet":
-        self.runtime.start()
-        return self
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self.runtime.stop(10)
-        finally:
-            self.client.close()
 
 
 class Simulator:

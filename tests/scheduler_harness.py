@@ -6,17 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import roles.scheduler as scheduler_role
-from koordinator.cli import build_role_parser
-from koordinator.runtime.client import Client
-from koordinator.runtime.options import options_from_args
-from koordinator.runtime.runtime import Runtime
 from roles.scheduler.wiring import build
+from tests.role_harness import InProcessRole
 
 #: The namespace the scheduler tests' pods live in (each test has a server of its own).
 NS = "sched"
 
 
-class InProcessScheduler:
+class InProcessScheduler(InProcessRole):
     """The scheduler role on a Runtime in this process, as ``koordinator --role=scheduler`` runs it.
 
     ``registry`` replaces the in-tree plugin registry (tests add plugins of their own, the way
@@ -24,42 +21,17 @@ class InProcessScheduler:
     """
 
     def __init__(self, kubeconfig: Path, *flags: str, registry: Any = None) -> None:
-        argv = ["--role=scheduler", "--kubeconfig", str(kubeconfig), "--metrics-addr", "0", "--health-addr", "0",
-                "--log-level", "warning", *flags]
-        args = build_role_parser("scheduler", scheduler_role).parse_args(argv)
-        self.options = options_from_args(args, "scheduler")
+        super().__init__(scheduler_role, "scheduler", kubeconfig, *flags)
         if registry is None:
             scheduler_role.check_options(self.options)
         config = scheduler_role.load_configuration(self.options.config, registry)
-        self.client = Client.from_kubeconfig(str(kubeconfig), qps=0)
-        self.runtime = Runtime(self.options, client=self.client)
         # The file watcher validates against koord-scheduler's own plugin names: no hot reload with extra plugins.
         self.parts = build(self.runtime, config, config_path=self.options.config if registry is None else None,
                            registry=registry)
-        self._stopped = False
 
     @property
     def scheduler(self) -> Any:
         return self.parts.scheduler
-
-    def start(self) -> "InProcessScheduler":
-        self.runtime.start()
-        return self
-
-    def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        try:
-            self.runtime.stop(10)
-        finally:
-            self.client.close()
-
-    def __enter__(self) -> "InProcessScheduler":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi", *, pods: str = "110", labels: dict | None = None,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import sys
-from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -12,7 +11,6 @@ import yaml
 from koordinator.runtime import kubeconfig
 from koordinator.runtime.client import Client
 from koordinator.runtime.kubeconfig import ConfigError, load
-from tests.apiserver_process import ApiServerProcess
 
 
 def write(path, clusters=(), users=(), contexts=(), current=None):
@@ -128,15 +126,6 @@ def test_environment_proxy_and_no_proxy(tmp_path, monkeypatch):
     assert load(str(path), context="y").proxy == "http://own:3128", "the kubeconfig's proxy-url wins"
     monkeypatch.setenv("NO_PROXY", ".example")
     assert load(str(path)).proxy is None
-
-
-@pytest.fixture
-def tls_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
-    server = ApiServerProcess(tmp_path / "tls", "--tls").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_exec_credential_plugin_authenticates_against_a_tls_server(tls_apiserver, tmp_path):

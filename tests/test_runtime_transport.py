@@ -11,7 +11,6 @@ import pytest
 from koordinator.runtime.client import Client, ConfigError, load_configuration
 from koordinator.runtime.errors import ConnectionFailed
 from koordinator.runtime.transport import ConnectError, Transport, TransportError
-from tests.apiserver_process import ApiServerProcess
 
 
 class RawServer:
@@ -246,15 +245,6 @@ def test_bad_server_urls_and_proxies_are_named():
         Transport("https://x")
     with pytest.raises(ValueError, match="proxy 'socks5://p:1080': only http:// proxies"):
         Transport("http://x", proxy="socks5://p:1080")
-
-
-@pytest.fixture
-def tls_apiserver(tmp_path) -> Iterator[ApiServerProcess]:
-    server = ApiServerProcess(tmp_path / "tls", "--tls").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class ConnectProxy(RawServer):

@@ -259,7 +259,8 @@ def parse_feature_gates(value: str) -> dict[str, bool]:
     return gates
 
 
-def _positive_duration(value: str) -> float:
+def positive_duration(value: str) -> float:
+    """:func:`parse_duration`, refusing zero (an interval or a timeout)."""
     seconds = parse_duration(value)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"invalid duration {value!r}: must be positive")
@@ -359,12 +360,12 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
                        help="name of the Lease (default: %(default)s)")
         g.add_argument("--leader-elect-identity", default="", metavar="ID",
                        help="this replica's holder identity (default: HOSTNAME_<random uuid>)")
-        g.add_argument("--leader-elect-lease-duration", type=_positive_duration, default=15.0, metavar="DURATION",
+        g.add_argument("--leader-elect-lease-duration", type=positive_duration, default=15.0, metavar="DURATION",
                        help="how long a non-leader waits after the last observed renewal before taking the "
                             "lease (default: 15s)")
-        g.add_argument("--leader-elect-renew-deadline", type=_positive_duration, default=10.0, metavar="DURATION",
+        g.add_argument("--leader-elect-renew-deadline", type=positive_duration, default=10.0, metavar="DURATION",
                        help="how long the leader keeps trying to renew before giving up leadership (default: 10s)")
-        g.add_argument("--leader-elect-retry-period", type=_positive_duration, default=2.0, metavar="DURATION",
+        g.add_argument("--leader-elect-retry-period", type=positive_duration, default=2.0, metavar="DURATION",
                        help="interval between attempts to acquire or renew the lease (default: 2s)")
     g.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="log verbosity (default: %(default)s)")
     if role in NODE_ROLES:

@@ -31,6 +31,7 @@ the pods (system daemons); default ``cpu=250m,memory=1Gi,page-cache=0``.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from koordinator.apis import quantity
+from koordinator.runtime.options import parse_duration
 
 PREFIX = "sim.koordinator.sh/"
 ANNOTATION_CPU = PREFIX + "cpu"
@@ -55,8 +57,6 @@ DEFAULT_SHARE = 0.5  # of the requests, without an annotation
 
 CPU, MEMORY = "cpu", "memory"
 
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*\((.*)\)\s*\Z", re.S)
 
 
@@ -85,22 +85,10 @@ def parse_amount(text: str, unit: str) -> float:
 
 def parse_go_duration(text: str) -> float:
     """A Go duration (``90s``, ``1m30s``, ``500ms``) or plain seconds, as seconds; ValueError if bad."""
-    t = text.strip()
     try:
-        seconds = float(t)
-    except ValueError:
-        pos, seconds = 0, 0.0
-        if not t:
-            raise ValueError("empty duration") from None
-        while pos < len(t):
-            m = _DURATION_PART.match(t, pos)
-            if m is None:
-                raise ValueError(f"{t!r} is not a duration (want e.g. 90s, 5m, 1h30m)") from None
-            seconds += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-            pos = m.end()
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{t!r} is not a duration (want e.g. 90s, 5m, 1h30m)")
-    return seconds
+        return parse_duration(text)
+    except argparse.ArgumentTypeError:
+        raise ValueError(f"{text.strip()!r} is not a duration (want e.g. 90s, 5m, 1h30m)") from None
 
 
 # -- curves --------------------------------------------------------------------------------------

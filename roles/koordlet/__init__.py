@@ -56,15 +56,10 @@ def _percent(value: str) -> int:
 
 def add_flags(group: argparse._ArgumentGroup) -> None:
     """koordlet's own flags (the shared ones, --node-name included, come from the runtime)."""
-    from koordinator.runtime.options import add_bool_flag, parse_duration, positive_int
+    from koordinator.runtime.options import add_bool_flag, parse_duration, positive_duration, positive_int
 
-    def duration(flag: str, default: str, help: str, *, positive: bool = True) -> None:
-        def parse(value: str) -> float:
-            seconds = parse_duration(value)
-            if positive and seconds <= 0:
-                raise argparse.ArgumentTypeError(f"invalid duration {value!r}: must be positive")
-            return seconds
-        group.add_argument(flag, type=parse, default=default, metavar="DURATION", help=help)
+    def duration(flag: str, default: str, help: str) -> None:
+        group.add_argument(flag, type=positive_duration, default=default, metavar="DURATION", help=help)
 
     group.add_argument("--proc-root", "--proc-root-dir", dest="proc_root", default="/proc", metavar="DIR",
                        help="the host's /proc")

@@ -18,9 +18,9 @@ import threading
 from typing import Any, Callable
 
 from koordinator.apis import quantity
-from koordinator.runtime import errors
 from roles.koordlet.metriccache import kinds
 from roles.koordlet.statesinformer.nvml import GPUInventory, discover_gpus
+from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
 from roles.koordlet.statesinformer.problems import ProblemLog
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.device")
@@ -36,7 +36,6 @@ LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
 GPU_VENDOR_NVIDIA = "nvidia"
 _GPU_LABELS = (LABEL_GPU_VENDOR, LABEL_GPU_MODEL, LABEL_GPU_DRIVER_VERSION)
-CONFLICT_ATTEMPTS = 3
 
 _LABEL_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -130,52 +129,18 @@ class DeviceReporter:
             return False
         devices, labels = gpu_devices(inventory), gpu_labels(inventory)
         name = self.states.node_name
-        for _ in range(CONFLICT_ATTEMPTS):
-            try:
-                current = self.client.get("Device", name)
-            except errors.NotFound:
-                return self._create(node, devices, labels)
-            except errors.ApiError as err:
-                self._problems.problem(f"reading Device {name} failed: {err}")
-                return False
+
+        def new() -> Obj:
+            return {"apiVersion": DEVICE_API_VERSION, "kind": "Device",
+                    "metadata": {"name": name, "labels": labels, "ownerReferences": [owner_reference(node)]},
+                    "spec": {"devices": devices}}
+
+        def merge(current: Obj) -> Obj:
             updated = copy.deepcopy(current)
             md = updated.setdefault("metadata", {})
             md["labels"] = {**(md.get("labels") or {}), **labels}
             updated.setdefault("spec", {})["devices"] = devices
-            if updated == current:
-                self._problems.ok()
-                return False
-            try:
-                self.client.update(updated)
-            except errors.Conflict:
-                continue
-            except errors.ApiError as err:
-                self._problems.problem(f"updating Device {name} failed: {err}")
-                return False
-            self._problems.ok()
-            log.info("updated Device %s gpus=%d", name, len(devices))
-            return True
-        self._problems.problem(f"updating Device {name}: still conflicting after {CONFLICT_ATTEMPTS} attempts")
-        return False
+            return updated
 
-    def _create(self, node: Obj, devices: list[Obj], labels: Obj) -> bool:
-        md = node.get("metadata") or {}
-        obj = {
-            "apiVersion": DEVICE_API_VERSION, "kind": "Device",
-            "metadata": {
-                "name": self.states.node_name, "labels": labels,
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": md.get("name", ""),
-                                     "uid": md.get("uid", ""), "controller": True, "blockOwnerDeletion": True}],
-            },
-            "spec": {"devices": devices},
-        }
-        try:
-            self.client.create(obj)
-        except errors.AlreadyExists:
-            return False
-        except errors.ApiError as err:
-            self._problems.problem(f"creating Device {self.states.node_name} failed: {err}")
-            return False
-        self._problems.ok()
-        log.info("created Device %s gpus=%d", self.states.node_name, len(devices))
-        return True
+        return sync_node_object(self.client, "Device", name, new=new, merge=merge, problems=self._problems,
+                                what="Device", log=log, detail=f" gpus={len(devices)}")

@@ -36,10 +36,10 @@ from typing import Any
 
 from koordinator.apis import quantity
 from koordinator.apis.extension import ANNOTATION_RESOURCE_STATUS, QOS_LSE, qos_class
-from koordinator.runtime import errors
 from roles.koordlet.metriccache import kinds
 from roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
 from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError
+from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
 from roles.koordlet.statesinformer.problems import ProblemLog
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.nrt")
@@ -65,7 +65,6 @@ _HUGEPAGE_SIZES = (("hugepages-2Mi", "hugepages_2Mi", 2 << 20), ("hugepages-1Gi"
 _OWN_ANNOTATIONS = (ANNOTATION_CPU_BASIC_INFO, ANNOTATION_CPU_TOPOLOGY, ANNOTATION_CPU_SHARED_POOLS,
                     ANNOTATION_BE_CPU_SHARED_POOLS, ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
                     ANNOTATION_NODE_RESERVATION, ANNOTATION_SYSTEM_QOS_RESOURCE)
-CONFLICT_ATTEMPTS = 3
 
 
 def zone_name(numa_id: int) -> str:
@@ -170,58 +169,23 @@ class NodeTopologyReporter:
                       node is not None, bool(cpu_info), bool(numa_info))
             return False
         desired = self.build(node, cpu_info, numa_info)
-        name = self.states.node_name
-        for attempt in range(CONFLICT_ATTEMPTS):
-            try:
-                current = self.client.get(self.kind, name)
-            except errors.NotFound:
-                return self._create(node, desired)
-            except errors.ApiError as err:
-                self._problems.problem(f"reading NodeResourceTopology {name} failed: {err}")
-                return False
-            updated = self.merge(current, desired)
-            if updated == current:
-                self._problems.ok()
-                return False
-            try:
-                self.client.update(updated)
-            except errors.Conflict:
-                continue
-            except errors.ApiError as err:
-                self._problems.problem(f"updating NodeResourceTopology {name} failed: {err}")
-                return False
-            self._problems.ok()
-            log.debug("updated NodeResourceTopology %s", name)
-            return True
-        self._problems.problem(f"updating NodeResourceTopology {name}: still conflicting after "
-                               f"{CONFLICT_ATTEMPTS} attempts")
-        return False
+        return sync_node_object(self.client, self.kind, self.states.node_name,
+                                new=lambda: self._new(node, desired), merge=lambda current: self.merge(current, desired),
+                                problems=self._problems, what="NodeResourceTopology", log=log)
 
-    def _create(self, node: Obj, desired: Obj) -> bool:
-        md = node.get("metadata") or {}
-        obj = {
+    def _new(self, node: Obj, desired: Obj) -> Obj:
+        return {
             "apiVersion": self.kind.api_version, "kind": self.kind.kind,
             "metadata": {
                 "name": self.states.node_name,
                 "labels": {LABEL_MANAGED_BY: MANAGED_BY,
                            **{k: v for k, v in desired["labels"].items() if v is not None}},
                 "annotations": {k: v for k, v in desired["annotations"].items() if v is not None},
-                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": md.get("name", ""),
-                                     "uid": md.get("uid", ""), "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [owner_reference(node)],
             },
             "topologyPolicies": desired["topologyPolicies"],
             "zones": desired["zones"],
         }
-        try:
-            self.client.create(obj)
-        except errors.AlreadyExists:
-            return False  # created meanwhile: the next round updates it
-        except errors.ApiError as err:
-            self._problems.problem(f"creating NodeResourceTopology {self.states.node_name} failed: {err}")
-            return False
-        self._problems.ok()
-        log.info("created NodeResourceTopology %s", self.states.node_name)
-        return True
 
     # -- the desired content -----------------------------------------------------------------------
 
