@@ -98,15 +98,29 @@ def test_usage_reaches_nodemetric_batch_resources_and_placement(fresh_crd_server
         parts.append(k.start())
 
     # koordlet: the NodeMetric status (the manager created the object) shows the simulated usage.
-    hot = wait_until(lambda: usage(get(api, "NodeMetric", "sim-hot")), timeout=60, message="hot node usage reported")
+    # The first reports average only a few rounds; the simulator's counters trail the clock by up to
+    # a tick (longer when this 2-core machine is busy), which skews a short window by ~10 %. So the
+    # test waits for a report within 10 % of the simulated usage rather than taking the first one.
+    seen: list = []
+
+    def hot_report_near_simulated():
+        metric = get(api, "NodeMetric", "sim-hot")
+        node, pods = usage(metric), (metric or {}).get("status", {}).get("podsMetric") or []
+        pod_cpu = [quantity.milli_value(p["podUsage"]["resources"]["cpu"]) for p in pods]
+        seen.append((node, pod_cpu))
+        return node and 5400 <= node[0] <= 6600 and len(pod_cpu) == 1 and 5150 <= pod_cpu[0] <= 6350 and metric
+
     wait_until(lambda: usage(get(api, "NodeMetric", "sim-cold")), timeout=60, message="cold node usage reported")
-    cpu, memory = hot
-    assert 5400 <= cpu <= 6600, f"hot node cpu {cpu}m, simulated 6000m"
+    try:
+        metric = wait_until(hot_report_near_simulated, timeout=60, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"hot node ((cpu milli, memory), [pod cpu milli]) reported {seen[-5:]}, "
+                             "simulated 6000m on the node, 5750m in the pod") from None
+    status = metric["status"]
+    memory = usage(metric)[1]
     assert abs(memory - 7 * GiB) < 0.05 * 7 * GiB, f"hot node memory {memory}, simulated 7Gi"
-    status = api.get("NodeMetric", "sim-hot")["status"]
     pods = status["podsMetric"]
     assert [(p["namespace"], p["name"], p["qos"], p["priority"]) for p in pods] == [(NS, "busy", "LS", "koord-prod")]
-    assert 5150 <= quantity.milli_value(pods[0]["podUsage"]["resources"]["cpu"]) <= 6350
     system_cpu = quantity.milli_value(status["nodeMetric"]["systemUsage"]["resources"]["cpu"])
     assert 0 <= system_cpu <= 600, f"system cpu {system_cpu}m, simulated 250m"
     exposed = generate_latest(koordlets[0].runtime.metrics.registry).decode()
