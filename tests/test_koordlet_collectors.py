@@ -18,7 +18,7 @@ import pytest
 from roles.koordlet.metriccache import kinds
 from roles.koordlet.metriccache.store import MetricCache
 from roles.koordlet.metricsadvisor import MetricsAdvisor
-from roles.koordlet.metricsadvisor.framework import Baselines, ProblemLog
+from roles.koordlet.metricsadvisor.framework import Baselines, WarnOncePerKey
 from roles.koordlet.system import CgroupLayout, HostPaths, detect_layout, host_application_dir, procfs
 from tests.waiting import wait_until
 
@@ -583,7 +583,7 @@ def test_baselines_and_problem_log_units():
     logger = logging.getLogger("koordinator.koordlet.test-problems")
     logger.addHandler(Rec())
     logger.setLevel(logging.DEBUG)
-    problems = ProblemLog(logger, ttl=5)
+    problems = WarnOncePerKey(logger, ttl=5)
     problems.report("pod1", 0.0, "bad %s", "x")
     problems.report("pod1", 1.0, "bad %s", "y")
     problems.prune(7.0)

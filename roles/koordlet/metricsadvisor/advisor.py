@@ -7,7 +7,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from roles.koordlet.metricsadvisor.framework import Baselines, Collector, PodViews, ProblemLog, Round, SharedState
+from roles.koordlet.metricsadvisor.framework import Baselines, Collector, PodViews, Round, SharedState, WarnOncePerKey
 from roles.koordlet.metricsadvisor.hostapplication import HostApplicationCollector
 from roles.koordlet.metricsadvisor.nodeinfo import NodeInfoCollector
 from roles.koordlet.metricsadvisor.noderesource import NodeResourceCollector
@@ -60,7 +60,7 @@ class MetricsAdvisor:
             self._baselines.append(b)
             return b
 
-        self._problems = ProblemLog(log, ttl)
+        self._problems = WarnOncePerKey(log, ttl)
         self._state = SharedState()
         self._views = PodViews()
         self._reader = CgroupReader(layout, page_size=procfs.page_size())

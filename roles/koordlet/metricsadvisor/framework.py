@@ -98,7 +98,7 @@ class Baselines:
         return key in self._last
 
 
-class ProblemLog:
+class WarnOncePerKey:
     """Logs a problem at warning level the first time its key (a pod UID, a path ...) shows one, at
     debug level after that; keys quiet for ``ttl`` seconds are forgotten (bounded memory)."""
 
@@ -172,7 +172,7 @@ class Round:
 
     __slots__ = ("now", "samples", "cgroups", "state", "problems", "states", "last", "_pods", "_views")
 
-    def __init__(self, now: float, cgroups: CgroupReader, state: SharedState, problems: ProblemLog,
+    def __init__(self, now: float, cgroups: CgroupReader, state: SharedState, problems: WarnOncePerKey,
                  states: Any, views: PodViews | None = None) -> None:
         self.now = now
         self.samples: list[Sample] = []

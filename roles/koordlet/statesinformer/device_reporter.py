@@ -21,7 +21,7 @@ from koordinator.apis import quantity
 from roles.koordlet.metriccache import kinds
 from roles.koordlet.statesinformer.nvml import GPUInventory, discover_gpus
 from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
-from roles.koordlet.statesinformer.problems import ProblemLog
+from roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.device")
 
@@ -95,7 +95,7 @@ class DeviceReporter:
         self._discover = discover
         self._inventory: GPUInventory | None = None
         self._discovered = False
-        self._problems = ProblemLog(log, "Device report")
+        self._problems = TaskProblem(log, "Device report")
 
     def inventory(self) -> GPUInventory | None:
         """The GPUs, discovered on the first call (None: NVML unavailable)."""

@@ -40,7 +40,7 @@ from koordinator.runtime.ratelimit import TokenBucket
 from roles.koordlet.metriccache import kinds
 from roles.koordlet.metriccache.model import MetricCacheError, Series
 from roles.koordlet.statesinformer.nodemetric_spec import aggregate_durations
-from roles.koordlet.statesinformer.problems import ProblemLog
+from roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.nodemetric")
 
@@ -122,7 +122,7 @@ class NodeMetricReporter:
         self.gpu = gpu
         self.clock = clock
         self._bucket = TokenBucket(qps, burst)
-        self._problems = ProblemLog(log, "NodeMetric status report")
+        self._problems = TaskProblem(log, "NodeMetric status report")
         #: The status most recently written (for the Prometheus metrics), None before the first.
         self.last_reported: Obj | None = None
         self._prediction_problem: str | None = None

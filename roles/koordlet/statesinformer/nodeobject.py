@@ -8,7 +8,7 @@ import logging
 from typing import Any, Callable
 
 from koordinator.runtime import errors
-from roles.koordlet.statesinformer.problems import ProblemLog
+from roles.koordlet.statesinformer.problems import TaskProblem
 
 Obj = dict[str, Any]
 
@@ -23,7 +23,7 @@ def owner_reference(node: Obj) -> Obj:
 
 
 def sync_node_object(client: Any, kind: Any, name: str, *, new: Callable[[], Obj],
-                     merge: Callable[[Obj], Obj], problems: ProblemLog, what: str, log: logging.Logger,
+                     merge: Callable[[Obj], Obj], problems: TaskProblem, what: str, log: logging.Logger,
                      detail: str = "") -> bool:
     """Create ``new()`` when ``name`` does not exist, else write ``merge(current)`` if it differs from
     ``current``; True when something was written. Failures go to ``problems`` (logged once)."""

@@ -40,7 +40,7 @@ from roles.koordlet.metriccache import kinds
 from roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
 from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError
 from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
-from roles.koordlet.statesinformer.problems import ProblemLog
+from roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.nrt")
 
@@ -145,7 +145,7 @@ class NodeTopologyReporter:
         self.interval = interval
         self.hugepages = hugepages
         self.kind = client.kinds.get("NodeResourceTopology")
-        self._problems = ProblemLog(log, "NodeResourceTopology report")
+        self._problems = TaskProblem(log, "NodeResourceTopology report")
         self._input_problems: set[str] = set()
 
     def run(self, stop: threading.Event) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 
-class ProblemLog:
+class TaskProblem:
     """The current problem of one periodic task (a reporter's round), logged only when it changes."""
 
     def __init__(self, log: logging.Logger, what: str) -> None:
