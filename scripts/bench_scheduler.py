@@ -277,6 +277,19 @@ def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, wor
 CASES = {"500n-1000p": (500, 500, 1000), "5000n-10000p": (5000, 1000, 10000)}
 
 
+def compile_bytecode() -> None:
+    """Compile our packages to bytecode first, as ``pip install`` of the image's wheel does.
+
+    Where PYTHONDONTWRITEBYTECODE is set (the image sets it, and so do some CI machines) a
+    process started from an uncompiled source tree compiles every module it imports, ~0.4 s
+    of the scheduler's start that a deployed scheduler does not pay.
+    """
+    import compileall
+
+    for package in ("koordinator", "roles"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES), help="comma separated: " + ", ".join(CASES))
@@ -285,6 +298,8 @@ def main() -> int:
     args = parser.parse_args()
     modes = {"both": [False, True], "on": [True], "off": [False]}[args.loadaware]
     out: dict = {"cpu_count": os.cpu_count(), "cases": {}}
+    if not args.skip_end_to_end:
+        compile_bytecode()
     for case in args.cases.split(","):
         nodes, init, pods = CASES[case]
         for loadaware in modes:

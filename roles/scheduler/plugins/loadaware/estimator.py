@@ -70,13 +70,15 @@ class DefaultEstimator:
                             factors[str(k)] = v
         return factors
 
-    def estimate_pod(self, pod: Mapping[str, Any], priority_class: str | None = None) -> dict[str, int]:
+    def estimate_pod(self, pod: Mapping[str, Any], priority_class: str | None = None,
+                     requests: Mapping[str, int] | None = None) -> dict[str, int]:
         """Estimated usage per scaling-factor resource, in LoadAware units (cpu milli, others Value()).
 
-        ``priority_class``: the pod's class with defaults, when the caller already knows it.
+        ``priority_class`` and ``requests`` (:func:`extension.pod_requests`): when the caller already has them.
         """
         pc = extension.priority_class_with_default(pod) if priority_class is None else priority_class
-        requests = extension.pod_requests(pod)
+        if requests is None:
+            requests = extension.pod_requests(pod)
         limits = extension.pod_limits(pod)
         out: dict[str, int] = {}
         for name, factor in self.scaling_factors(pod).items():

@@ -83,7 +83,7 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         def compute(p: dict) -> PodContext:
             pc = extension.priority_class_with_default(p)
             try:
-                estimate = cache.to_vec(estimator.estimate_pod(p, pc))
+                estimate = cache.to_vec(estimator.estimate_pod(p, pc, pod.requests))
             except Exception:  # an estimation error: Filter adds nothing, Score gives 0
                 estimate = None
             prod = pc == extension.PRIORITY_PROD

@@ -113,11 +113,14 @@ class NodeRows:
         self.room = [np.full((w, n), NEVER, dtype=np.int64) for _ in range(2)]
         self.agg_reason = [np.zeros(n, dtype=bool) for _ in range(2)]
         self.check_expired = [np.zeros(n, dtype=bool) for _ in range(2)]
-        self.check_usage = [np.zeros(n, dtype=bool) for _ in range(2)]
         self.free = [np.zeros((w, n), dtype=np.int64) for _ in range(2)]  # allocatable - existing; -1: no capacity
         self.safe_alloc = np.ones((w, n), dtype=np.int64)
         self.weights = [int(args.resource_weights.get(name, 0)) for name in args.resources]
         self._arange = np.arange(n, dtype=np.int64)
+        # The base halves again as Python values per row, for derive_row: reading numpy scalars and
+        # columns back costs more than the arithmetic on a row.
+        self._node_py: list[tuple | None] = [None] * n
+        self._cache_py: list[tuple | None] = [None] * n
 
     def _vec(self, amounts: Mapping[str, int]) -> list[int]:
         return [int(amounts.get(name, 0)) for name in self.resources]
@@ -128,37 +131,45 @@ class NodeRows:
                   estimator: DefaultEstimator) -> None:
         """Node-derived half of ``row``."""
         profile = node_profile(node, self.args)
-        self.names[row] = name
-        self.thr_usage[:, row] = self._vec(profile.usage)
-        self.thr_prod[:, row] = self._vec(profile.prod)
-        # "prod thresholds non-empty" is about the map, not its values (all-zero then passes).
-        self.has_prod[row] = bool(profile.prod)
         agg = profile.aggregated
-        self.is_agg[row] = agg is not None
+        thr_usage, thr_prod = self._vec(profile.usage), self._vec(profile.prod)
+        thr_agg = self._vec(agg.thresholds) if agg is not None else [0] * self.width
+        alloc = self._vec(estimator.estimate_node(node, allocatable_milli))
+        # "prod thresholds non-empty" is about the map, not its values (all-zero then passes).
+        has_prod, is_agg = bool(profile.prod), agg is not None
+        self.names[row] = name
+        self.thr_usage[:, row] = thr_usage
+        self.thr_prod[:, row] = thr_prod
+        self.has_prod[row] = has_prod
+        self.is_agg[row] = is_agg
         self.agg_keys[row] = None if agg is None else (agg.aggregation_type, agg.duration)
-        self.thr_agg[:, row] = self._vec(agg.thresholds) if agg is not None else 0
-        self.alloc[:, row] = self._vec(estimator.estimate_node(node, allocatable_milli))
+        self.thr_agg[:, row] = thr_agg
+        self.alloc[:, row] = alloc
+        self._node_py[row] = (thr_usage, thr_prod, thr_agg, has_prod, is_agg, alloc)
 
     def fill_cache(self, row: int, cache: PodAssignCache) -> None:
         """Cache-derived half of ``row``; the caller holds ``cache.lock``."""
         n = cache.get(self.names[row])
         if n is None or n.metric is None:
-            self.found[row] = False
-            self.has_nm[row] = False
-            self.update_time[row] = np.nan
-            for a in (self.ex_node, self.ex_prod, self.ex_fagg, self.ex_sagg):
-                a[:, row] = 0
-            return
-        self.found[row] = True
-        self.has_nm[row] = n.has_node_metric
-        self.update_time[row] = np.nan if n.update_time is None else n.update_time
-        self.ex_node[:, row] = n.existing(False)
-        self.ex_prod[:, row] = n.existing(True)
-        key = self.agg_keys[row]
-        self.ex_fagg[:, row] = n.existing(False, key[0], key[1]) if key is not None else 0
-        agg = self.args.aggregated
-        self.ex_sagg[:, row] = (n.existing(False, agg.score_aggregation_type, agg.score_aggregated_duration)
-                                if agg.score_enabled else 0)
+            zero = [0] * self.width
+            found, has_nm, ut = False, False, None
+            ex_node = ex_prod = ex_fagg = ex_sagg = zero
+        else:
+            found, has_nm, ut = True, n.has_node_metric, n.update_time
+            ex_node, ex_prod = n.existing(False), n.existing(True)
+            key = self.agg_keys[row]
+            ex_fagg = n.existing(False, key[0], key[1]) if key is not None else [0] * self.width
+            agg = self.args.aggregated
+            ex_sagg = (n.existing(False, agg.score_aggregation_type, agg.score_aggregated_duration)
+                       if agg.score_enabled else [0] * self.width)
+        self.found[row] = found
+        self.has_nm[row] = has_nm
+        self.update_time[row] = np.nan if ut is None else ut
+        self.ex_node[:, row] = ex_node
+        self.ex_prod[:, row] = ex_prod
+        self.ex_fagg[:, row] = ex_fagg
+        self.ex_sagg[:, row] = ex_sagg
+        self._cache_py[row] = (found, has_nm, ut, ex_node, ex_prod, ex_fagg, ex_sagg)
 
     # -- derived arrays ----------------------------------------------------------------------------
 
@@ -191,39 +202,48 @@ class NodeRows:
             existing = np.where(prod_mode, self.ex_prod, np.where(is_agg, self.ex_fagg, self.ex_node))
             active = thr > 0
             limit = failing_total_array(thr, self.safe_alloc)
-            self.room[v] = np.where(active & has_alloc, limit - existing, NEVER)
-            self.agg_reason[v] = is_agg
             self.check_expired[v] = active.any(axis=0) & self.found
-            self.check_usage[v] = self.check_expired[v] & self.has_nm
+            check_usage = self.check_expired[v] & self.has_nm
+            # Rows whose usage is not checked get NEVER too, so Filter needs no mask for them.
+            self.room[v] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
+            self.agg_reason[v] = is_agg
             self.free[v] = np.where(has_alloc, alloc - self._score_existing(v), -1)
 
     def derive_row(self, row: int) -> None:
         """:meth:`derive` for one row, in plain Python (cheap for the few rows a cycle refreshes)."""
         args = self.args
-        ut = float(self.update_time[row])
-        self.expire_at[row] = -np.inf if ut != ut else ut + args.node_metric_expiration_seconds
-        found, has_nm = bool(self.found[row]), bool(self.has_nm[row])
+        thr_usage, thr_prod, thr_agg, has_prod, is_agg, alloc = self._node_py[row]
+        found, has_nm, ut, ex_node, ex_prod, ex_fagg, ex_sagg = self._cache_py[row]
+        self.expire_at[row] = -np.inf if ut is None else ut + args.node_metric_expiration_seconds
         self.valid[row] = found and has_nm
-        alloc = self.alloc[:, row].tolist()
-        for v in (0, 1):
-            prod_mode = bool(self.has_prod[row]) and v == 1
-            is_agg = bool(self.is_agg[row]) and not prod_mode
-            if prod_mode:
-                thr, existing = self.thr_prod[:, row], self.ex_prod[:, row]
-            elif is_agg:
-                thr, existing = self.thr_agg[:, row], self.ex_fagg[:, row]
-            else:
-                thr, existing = self.thr_usage[:, row], self.ex_node[:, row]
-            thr, existing = thr.tolist(), existing.tolist()
-            room = [failing_total(t, a) - e if t > 0 and a > 0 else NEVER for t, a, e in zip(thr, alloc, existing)]
-            self.room[v][:, row] = room
-            self.agg_reason[v][row] = is_agg
-            active = any(t > 0 for t in thr)
-            self.check_expired[v][row] = active and found
-            self.check_usage[v][row] = active and found and has_nm
-            score_existing = self._score_existing(v)[:, row].tolist()
-            self.free[v][:, row] = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
         self.safe_alloc[:, row] = [a if a > 0 else 1 for a in alloc]
+        score_prod = args.score_according_prod_usage
+        done = None
+        for v in (0, 1):
+            if v == 1 and not has_prod and not score_prod:
+                room, active, free = done  # a prod pod is held and scored like any other here
+            else:
+                prod_mode = has_prod and v == 1
+                if prod_mode:
+                    thr, existing = thr_prod, ex_prod
+                elif is_agg:
+                    thr, existing = thr_agg, ex_fagg
+                else:
+                    thr, existing = thr_usage, ex_node
+                active = any(t > 0 for t in thr)
+                if active and found and has_nm:
+                    room = [failing_total(t, a) - e if t > 0 and a > 0 else NEVER
+                            for t, a, e in zip(thr, alloc, existing)]
+                else:
+                    room = [NEVER] * len(thr)
+                score_existing = (ex_prod if v == 1 and score_prod else
+                                  ex_sagg if args.aggregated.score_enabled else ex_node)
+                free = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
+                done = room, active, free
+            self.room[v][:, row] = room
+            self.agg_reason[v][row] = is_agg and not (has_prod and v == 1)
+            self.check_expired[v][row] = active and found
+            self.free[v][:, row] = free
 
     def is_all(self, idx: np.ndarray) -> bool:
         return len(idx) == self.n and (self.n == 0 or bool((idx == self._arange).all()))
@@ -258,7 +278,7 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
     full = rows.is_all(idx)
     v = 1 if pod.prod else 0
     failures: list = []
-    check = rows.check_usage[v] if full else rows.check_usage[v].take(idx)
+    expired = None
     passed = None
     if args.filter_expired_node_metrics:
         expire_at = rows.expire_at if full else rows.expire_at.take(idx)
@@ -268,7 +288,9 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
             if not args.enable_schedule_when_node_metrics_expired:
                 passed = ~expired
                 failures.append((UNSCHEDULABLE, REASON_EXPIRED, expired))
-            check = check & ~expired
+        else:
+            expired = None
+    # Rows whose usage is not checked have room NEVER (see derive), which no estimate reaches.
     room = rows.room[v] if full else rows.room[v].take(idx, axis=1)
     estimate = pod.estimate or [0] * rows.width
     failing = None
@@ -277,7 +299,8 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
         failing = over if failing is None else failing | over
     if failing is None:
         return (np.ones(k, dtype=bool) if passed is None else passed), failures
-    failing &= check
+    if expired is not None:
+        failing &= ~expired
     sel = np.flatnonzero(failing)
     if passed is None:
         passed = np.ones(k, dtype=bool)
