@@ -235,6 +235,7 @@ def test_implemented_role_is_registered_and_run(fake_role, monkeypatch, capsys):
     assert options.extra == {"greeting": "hi"}
     assert options.feature_gates == {"A": True, "B": True}
     assert options.leader_elect is True and options.metrics_addr == "0" and not options.metrics_enabled
+    assert options.explicit == {"role", "greeting", "feature_gates", "leader_elect", "metrics_addr"}
 
 
 def test_role_flags_appear_in_help_with_defaults(fake_role, capsys):
@@ -400,6 +401,21 @@ def test_feature_gates():
     o = parse("manager", "--feature-gates=A=true", "--feature-gates=A=false,B=true")
     assert o.feature_gates == {"A": False, "B": True}
     assert o.feature_enabled("B") and not o.feature_enabled("A") and o.feature_enabled("C", True)
+
+
+def test_explicit_dests_tells_given_flags_from_defaults():
+    parser = cli.build_role_parser("manager")
+    parser.add_argument("--tag", action="append", default=["base"])
+    parser.add_argument("-v", action="count", default=0)
+    # --log-level=info and --leader-elect=false are the defaults: given, they count as given.
+    argv = ["--role=manager", "--log-level=info", "--leader-elect=false", "--tag", "a", "-vv",
+            "--feature-gates=A=true", "--feature-gates=B=false", "--kube-api-qps", "5"]
+    assert opts.explicit_dests(parser, argv) == {"role", "log_level", "leader_elect", "tag", "v", "feature_gates",
+                                                 "kube_api_qps"}
+    assert opts.explicit_dests(parser, ["--role=manager"]) == {"role"}
+    # The probe does not disturb what the real parse gives.
+    args = parser.parse_args(argv)
+    assert (args.tag, args.v, args.feature_gates) == (["base", "a"], 2, {"A": True, "B": False})
 
 
 @pytest.mark.parametrize("text, seconds", [

@@ -17,7 +17,7 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--config=/etc/koordlet-config"], "--config /etc/koordlet-config: the koordlet takes its settings as flags"),
+    (["--config=/etc/koordlet-config-nonexistent"], "--config /etc/koordlet-config-nonexistent: no such file"),
     (["--proc-root=/nonexistent-proc"], "--proc-root: '/nonexistent-proc' is not a directory"),
     (["--cgroup-root-dir=/nonexistent-cg"], "--cgroup-root: '/nonexistent-cg' is not a directory"),
     (["--kubelet-addr=ftp://node:10250"], "--kubelet-addr: 'ftp://node:10250' must start with http:// or https://"),

@@ -246,9 +246,8 @@ def test_configmaps_are_mounted_as_whole_volumes(objects: list[Obj]) -> None:
                 assert key in cm.get("data", {}), f"{name}: ConfigMap {cm['metadata']['name']} has no key {key}"
                 mounted.add(cm["metadata"]["name"])
             assert set(cm_mounts.values()) <= set(configmaps), name
-    # koord-manager reads slo-controller-config through the API (it is cluster state, edited live);
-    # koordlet-config is Koordinator's document, shipped and validated, but this build's koordlet takes flags.
-    assert mounted == set(DEFAULT_CONFIGMAPS) - {"slo-controller-config", "koordlet-config"}
+    # koord-manager reads slo-controller-config through the API (it is cluster state, edited live).
+    assert mounted == set(DEFAULT_CONFIGMAPS) - {"slo-controller-config"}
 
 
 def test_probes_and_ports(objects: list[Obj]) -> None:

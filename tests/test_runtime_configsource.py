@@ -246,6 +246,19 @@ def test_single_file_mode(tmp_path, sources):
     assert changes.count() == 2
 
 
+def test_a_single_file_named_as_its_owner_likes_and_a_one_time_read(tmp_path, sources):
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(SCHEDULER_CONFIG)
+    src = FileConfigSource(path, "koord-scheduler-config", key="koord-scheduler-config", watch=False)
+    # read(): the text by key, neither validated nor watched (a role that reads its config at start only).
+    assert src.read() == ({"koord-scheduler-config": SCHEDULER_CONFIG}, [])
+    assert src.current is None and not [t for t in config_threads() if t.endswith("scheduler.yaml")]
+    src = start(sources, FileConfigSource(path, "koord-scheduler-config", key="koord-scheduler-config"))
+    assert list(src.current) == ["koord-scheduler-config"]
+    with pytest.raises(ConfigError, match="no such file or directory"):
+        FileConfigSource(tmp_path / "nope", "koord-scheduler-config").read()
+
+
 def test_start_fails_clearly(tmp_path):
     missing = tmp_path / "nope"
     with pytest.raises(ConfigError, match=f"{missing}: no such file or directory"):

@@ -181,10 +181,12 @@ class FileConfigSource(_Source):
 
     In a directory every entry that is a regular file (or a link to one) is a key; names starting
     with ``.`` are skipped (the kubelet reserves ``..``; editors' swap files start with ``.``). A
-    single file is the key named by its basename; its directory is what is watched. ``configmap``
+    single file is the key named by its basename (or ``key``, for a file named as its owner likes);
+    its directory is what is watched. ``configmap``
     names the ConfigMap the files come from and so the schemas they are checked against.
     ``start()`` loads synchronously and raises :class:`ConfigError` if the path is missing or the
-    configuration invalid. ``watch=False`` relies on the periodic re-check alone. The Warning
+    configuration invalid. ``watch=False`` relies on the periodic re-check alone; a role that takes
+    its configuration at start only calls :meth:`read` and :func:`parse_configmap` instead. The Warning
     Event for a rejected update needs both ``recorder`` and ``involved_object`` (e.g. the pod or a
     reference to the ConfigMap); without them the rejection is logged and counted only.
     """
@@ -192,8 +194,9 @@ class FileConfigSource(_Source):
     def __init__(self, path: str | os.PathLike, configmap: str, *, on_change: OnChange | None = None,
                  recorder: Any = None, involved_object: Obj | None = None, metrics: RuntimeMetrics | None = None,
                  debounce: float = 0.2, recheck: float | None = 60.0, watch: bool = True,
-                 source: str | None = None) -> None:
+                 source: str | None = None, key: str | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        self.key = key
         super().__init__(configmap, source or f"file:{self.path}", on_change=on_change, recorder=recorder,
                          metrics=metrics)
         self.involved_object = involved_object
@@ -216,12 +219,7 @@ class FileConfigSource(_Source):
         """Load the configuration (ConfigError if impossible), then watch for changes."""
         if self._worker is not None:
             return
-        if os.path.isdir(self.path):
-            self._single, self._dir = False, self.path
-        elif os.path.isfile(self.path):
-            self._single, self._dir = True, os.path.dirname(self.path)
-        else:
-            raise ConfigError(f"config path {self.path}: no such file or directory")
+        self._locate()
         # Watch before the first read so that no change can fall between the two.
         if self.watch:
             self._start_observer()
@@ -244,6 +242,23 @@ class FileConfigSource(_Source):
         self._stop_observer(timeout)
         if self._worker is not None:
             self._worker.join(max(deadline - time.monotonic(), 0.0))
+
+    def read(self) -> tuple[dict[str, str], list[FieldError]]:
+        """Read the files once, neither validated nor watched: ``(text by key, errors reading them)``.
+
+        Raises :class:`ConfigError` if the path is neither a file nor a directory.
+        """
+        self._locate()
+        return self._read()
+
+    def _locate(self) -> None:
+        """Whether the path is a directory (one file per key) or one key's file; ConfigError if neither."""
+        if os.path.isdir(self.path):
+            self._single, self._dir = False, self.path
+        elif os.path.isfile(self.path):
+            self._single, self._dir = True, os.path.dirname(self.path)
+        else:
+            raise ConfigError(f"config path {self.path}: no such file or directory")
 
     def reload(self) -> bool:
         """Re-read now (normally done on change events and every ``recheck`` seconds); True if applied."""
@@ -350,7 +365,7 @@ class FileConfigSource(_Source):
     def _read(self) -> tuple[dict[str, str], list[FieldError]]:
         """The keys and their text, read through the user-visible paths; errors if unreadable."""
         if self._single:
-            key = os.path.basename(self.path)
+            key = self.key or os.path.basename(self.path)
             try:
                 text = _read_text(self.path)
             except FileNotFoundError:

@@ -33,6 +33,7 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,15 @@ LEASE_NAMES = {
     "descheduler": "koord-descheduler",
 }
 
+_DEFAULT_CONFIG_HELP = ("the role's configuration file or mounted ConfigMap directory, hot reloaded "
+                        "(default: none, built-in defaults)")
+# Roles whose --config is not hot reloaded say so in --help.
+CONFIG_HELP = {
+    "koordlet": "a koordlet-config document (YAML file) or the mounted koordlet-config ConfigMap directory: "
+                "the koordlet's flags in camelCase; flags given on the command line win; read at start, so a "
+                "change takes a restart (default: none, the flags alone)",
+}
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_NAMESPACE = "koordinator-system"
 # client-go's leaderelection.JitterFactor: renewDeadline must exceed retryPeriod by this factor.
@@ -91,7 +101,9 @@ class RuntimeOptions:
     """Everything the shared flags configure; durations are in seconds.
 
     ``extra`` holds the role's own flags (those a role package adds with ``add_flags``), keyed by
-    argparse ``dest`` (``--sleep-interval`` -> ``sleep_interval``).
+    argparse ``dest`` (``--sleep-interval`` -> ``sleep_interval``). ``explicit`` holds the ``dest`` of
+    every flag given on the command line (:func:`explicit_dests`), so that a role reading settings from
+    a file as well can let the command line win; empty when the options come from no command line.
     """
 
     role: str
@@ -114,6 +126,7 @@ class RuntimeOptions:
     kube_api_burst: int = 30
     graceful_shutdown_timeout: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
 
     @classmethod
     def defaults(cls, role: str, **overrides: Any) -> "RuntimeOptions":
@@ -340,9 +353,7 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
     g = parser.add_argument_group("shared flags")
     g.add_argument("--kubeconfig", default=None, metavar="PATH",
                    help="kubeconfig of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
-    g.add_argument("--config", default=None, metavar="PATH",
-                   help="the role's configuration file or mounted ConfigMap directory, hot reloaded "
-                        "(default: none, built-in defaults)")
+    g.add_argument("--config", default=None, metavar="PATH", help=CONFIG_HELP.get(role, _DEFAULT_CONFIG_HELP))
     g.add_argument("--feature-gates", type=parse_feature_gates, action=_MergeFeatureGates,
                    default=_FeatureGatesDefault(), metavar="A=true,B=false",
                    help="feature gates to turn on or off; repeatable (default: %(default)s)")
@@ -387,6 +398,22 @@ _SHARED_DESTS = frozenset({
     "leader_elect_renew_deadline", "leader_elect_retry_period", "log_level", "node_name", "kube_api_qps",
     "kube_api_burst", "graceful_shutdown_timeout", "help",
 })
+
+
+def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:
+    """The ``dest`` of every flag that ``argv`` gives, as opposed to those left at their defaults.
+
+    argparse keeps no record of this, and comparing with the default cannot tell ``--flag=DEFAULT``
+    from no flag at all. So ``argv`` is parsed again into a namespace whose every attribute is
+    already None: argparse then fills in no defaults (it does so only for missing attributes) and
+    its own actions treat None as "not set yet" (``append``, ``count``, repeated ``--feature-gates``
+    merge), so whatever is not None afterwards was given. ``argv`` must be one that ``parser`` has
+    already accepted (a bad one exits, as parsing does); no flag of ours parses to None.
+    """
+    dests = vars(parser.parse_args(argv))
+    probe = argparse.Namespace(**dict.fromkeys(dests))
+    parser.parse_args(argv, namespace=probe)
+    return frozenset(dest for dest, value in vars(probe).items() if value is not None)
 
 
 def default_identity() -> str:

@@ -146,12 +146,14 @@ class Runtime:
                 self._recorder.start()
         return self._recorder
 
-    def config_file(self, configmap: str, on_change: Callable[[dict], None], *, path: str | None = None) -> Any:
+    def config_file(self, configmap: str, on_change: Callable[[dict], None], *, path: str | None = None,
+                    key: str | None = None) -> Any:
         """Watch ``--config`` (or ``path``): a mounted ConfigMap directory or one of its files.
 
         The first load happens in :meth:`start` (an invalid or missing config fails the start with the
         fields named); later changes are validated, applied through ``on_change(parsed)`` or rejected
         with an error log, a Warning Event on this pod ($POD_NAMESPACE/$POD_NAME) and a metric.
+        ``key``: the ConfigMap key a single file holds, whatever its name (default: its basename).
         """
         from koordinator.runtime.configsource import FileConfigSource
 
@@ -161,7 +163,7 @@ class Runtime:
         pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
         involved = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": namespace}} \
             if pod and namespace else None
-        return self.add_component(FileConfigSource(path, configmap, on_change=on_change,
+        return self.add_component(FileConfigSource(path, configmap, on_change=on_change, key=key,
                                                    recorder=self.event_recorder() if involved else None,
                                                    involved_object=involved, metrics=self.metrics))
 

@@ -11,7 +11,9 @@ Modules, each on the Runtime of ``koordinator --role=koordlet --node-name=N``:
   ``--run-dir`` that survives a restart, bounded by ``--tsdb-retention-duration`` and ``--tsdb-max-bytes``.
 - :mod:`roles.koordlet.prediction`: peak prediction (prod reclaimable resources).
 
-Flags keep Koordinator's names and defaults (reference A.2) where Koordinator has them.
+Flags keep Koordinator's names and defaults (reference A.2) where Koordinator has them. ``--config``
+names a koordlet-config document whose keys are those flags in camelCase (:mod:`roles.koordlet.config`):
+read at start, flags given on the command line win.
 """
 
 from __future__ import annotations
@@ -104,23 +106,29 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
 
 
 def check_options(options: Any) -> None:
-    """Refuse bad flags before anything starts (the CLI prints the message and exits 2)."""
+    """Refuse bad flags, or a bad ``--config`` document, before anything starts (the CLI exits 2).
+
+    With ``--config`` the document's values go into ``options`` where the command line gave no flag.
+    """
+    from roles.koordlet import config
+
     features.resolve(options.feature_gates)
-    if options.config:
-        # The koordlet-config document (schemas/config/koordlet-config) names Koordinator's flags; this build
-        # takes them as flags only, so say so rather than run with settings the file meant to change.
-        raise ValueError(f"--config {options.config}: the koordlet takes its settings as flags in this build "
-                         f"(e.g. --cgroup-root, --run-dir, --feature-gates), not from a koordlet-config file")
+    names = config.apply(config.load(options.config), options) if options.config else {}
+
+    def name(dest: str) -> str:
+        # A value from the file is named by its file and key, one from the command line by its flag.
+        return names.get(dest) or f"--{dest.replace('_', '-')}"
+
     extra = options.extra
     for flag in ("proc_root", "sys_root", "cgroup_root"):
         path = extra[flag]
         if not os.path.isdir(path):
-            raise ValueError(f"--{flag.replace('_', '-')}: {path!r} is not a directory")
+            raise ValueError(f"{name(flag)}: {path!r} is not a directory")
     addr = extra["kubelet_addr"]
     if addr and not addr.startswith(("http://", "https://")):
-        raise ValueError(f"--kubelet-addr: {addr!r} must start with http:// or https://")
+        raise ValueError(f"{name('kubelet_addr')}: {addr!r} must start with http:// or https://")
     if extra["report_interval"] is not None and extra["report_interval"] <= 0:
-        raise ValueError(f"--report-interval: {extra['report_interval']:g}s: must be positive")
+        raise ValueError(f"{name('report_interval')}: {extra['report_interval']:g}s: must be positive")
 
 
 @dataclass
@@ -151,6 +159,19 @@ class _CacheCloser:
         return True
 
 
+def _read_config_at_start(runtime: Any, options: Any) -> None:
+    """Log what ``--config`` set and what it holds in vain, and warn when it changes (a restart applies it).
+
+    check_options applied the document before logging was set up; it is read again here (a small file)
+    for the log lines and as the baseline a change is compared with.
+    """
+    from roles.koordlet import config
+
+    cfg = config.load(options.config)
+    config.log_start(cfg, options)
+    config.watch(runtime, options.config, cfg)
+
+
 def register(runtime: Any, options: Any) -> KoordletParts:
     """Build the koordlet's modules on ``runtime`` (reference A.1 start order: states, then collectors)."""
     from roles.koordlet.metriccache import MetricCache
@@ -163,6 +184,8 @@ def register(runtime: Any, options: Any) -> KoordletParts:
     from roles.koordlet.system.paths import HostPaths
 
     extra = options.extra
+    if options.config:
+        _read_config_at_start(runtime, options)
     gates = features.resolve(options.feature_gates)
     if inactive := features.inactive(gates):
         log.info("feature gates on but not implemented in this build: %s", ",".join(inactive))

@@ -78,15 +78,16 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
-def resolve(requested: Mapping[str, bool]) -> dict[str, bool]:
-    """Every gate's value after ``--feature-gates``; raises ValueError naming a bad gate."""
+def resolve(requested: Mapping[str, bool], source: str = "--feature-gates") -> dict[str, bool]:
+    """Every gate's value after ``requested``; raises ValueError naming a bad gate and ``source``
+    (where the gates came from: the flag, or the ``featureGates`` of a --config file)."""
     gates = dict(GATES)
     for name, value in requested.items():
         if name not in GATES:
-            raise ValueError(f"--feature-gates: unrecognized feature gate: {name} "
+            raise ValueError(f"{source}: unrecognized feature gate: {name} "
                              f"(koordlet gates: {', '.join(sorted(GATES))})")
         if value and not GATES[name] and name in UNSUPPORTED:
-            raise ValueError(f"--feature-gates: {name}=true is not supported: {UNSUPPORTED[name]}")
+            raise ValueError(f"{source}: {name}=true is not supported: {UNSUPPORTED[name]}")
         gates[name] = value
     return gates
 
