@@ -322,7 +322,6 @@ class Framework:
                 return np.array([row], dtype=np.int64)
         want = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(snapshot))
         start = self.next_start_node_index % total
-        order = np.concatenate([candidates[start:], candidates[:start]]) if start else candidates
         filters = self._active_filters(state)
         # Nodes with nominated pods, or filter transformers, need the per-node path.
         per_node_rows: set[int] = set()
@@ -332,22 +331,39 @@ class Framework:
             if row is not None and self._nominated_for(pod, name):
                 per_node_rows.add(row)
         if not filters:
-            feasible = order[:want]
+            feasible = (np.concatenate([candidates[start:], candidates[:start]]) if start else candidates)[:want]
             self.next_start_node_index = (start + len(feasible)) % total
             return feasible
         all_batch = all(hasattr(p, "filter_nodes") for p in filters) and not self._filter_transformers
         if all_batch and not per_node_rows and total == len(snapshot):
-            # Every node at once, in row order (array views, no gathers); the rotation is applied after.
-            alive = self._filter_rows(state, pod, snapshot, snapshot.all_rows(), filters, diagnosis)
-            if start:
-                alive = np.concatenate([alive[alive >= start], alive[alive < start]])
-            if len(alive) > want:
+            if want < total // 2:
+                # Like kube-scheduler, which stops once it found `want` feasible nodes: first the `want`
+                # nodes from the start index (and a quarter more), where most clusters find them all.
+                first = min(total, want + want // 4)
+                end = start + first
+                rows = (candidates[start:end] if end <= total
+                        else np.concatenate([candidates[start:], candidates[:end - total]]))
+                alive = self._filter_rows(state, pod, snapshot, rows, filters, diagnosis)
+                if len(alive) < want:
+                    # Too few: the rest in one batch (never chunk after chunk).
+                    rest = (np.concatenate([candidates[end:], candidates[:start]]) if end <= total
+                            else candidates[end - total:start])
+                    alive = np.concatenate([alive, self._filter_rows(state, pod, snapshot, rest, filters,
+                                                                     diagnosis)])
+            else:
+                # Every node at once, in row order (array views, no gathers); the rotation is applied after.
+                alive = self._filter_rows(state, pod, snapshot, snapshot.all_rows(), filters, diagnosis)
+                if start:
+                    alive = np.concatenate([alive[alive >= start], alive[alive < start]])
+            if len(alive) >= want:
+                # The search "processed" the nodes up to the last one kept, as kube's stops there.
                 alive = alive[:want]
                 processed = (int(alive[-1]) - start) % total + 1
             else:
                 processed = total
             self.next_start_node_index = (start + processed) % total
             return alive
+        order = np.concatenate([candidates[start:], candidates[:start]]) if start else candidates
         chunk = total if all_batch else min(total, max(want, 128))
         found: list[np.ndarray] = []
         n_found = 0
