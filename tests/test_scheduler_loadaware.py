@@ -696,9 +696,19 @@ def test_batch_and_per_node_agree_random():
                 with_node_metric=rng.random() > 0.05,
                 agg=[("5m0s", "p95", f"{rng.randint(1, 60)}", "1Gi"), ("10m0s", "p90", f"{rng.randint(1, 60)}", None)]))
         outcomes = set()
-        for k in range(12):
-            pod = make_pod(name=f"in{k}", requests={"cpu": f"{rng.randint(1, 8)}", "memory": f"{rng.randint(1, 8)}Gi"},
-                           labels={} if k % 2 else {"koordinator.sh/priority-class": "koord-batch"})
+        # Consecutive cycles as the scheduler runs them: each pod reserved on a node that passed, pods
+        # of a class seen before (the rows keep per-class results and refresh the rows that changed),
+        # metrics expiring as the clock moves on, a NodeMetric update in between.
+        requests, labels = {}, {}
+        for k in range(18):
+            if k % 3 != 2:
+                requests = {"cpu": f"{rng.randint(1, 8)}", "memory": f"{rng.randint(1, 8)}Gi"}
+                labels = {} if k % 2 else {"koordinator.sh/priority-class": "koord-batch"}
+            if k == 8:
+                env.clock.t += 160
+            if k == 11:
+                env.cache.on_node_metric_update(None, make_metric(node="n3", update=env.clock.t - 5, cpu="55"))
+            pod = make_pod(name=f"in{k}", requests=requests, labels=labels)
             pi, state = env.cycle(pod)
             rows = env.snap.all_rows()
             batch = env.plugin.filter_nodes(state, pi, env.snap, rows)
@@ -721,6 +731,9 @@ def test_batch_and_per_node_agree_random():
             expected = [f.reason for f in batch.failures if f.mask[::step].any()]
             assert [f.reason for f in sub_res.failures] == expected
             assert (env.plugin.score_nodes(state, pi, env.snap, sub) == scores[::step]).all()
+            passing = [env.snap.node_infos[row].name for i, row in enumerate(rows) if batch.passed[i]]
+            if passing:
+                env.plugin.reserve(state, pi, rng.choice(passing))
         # The inputs exercise passing and several failure kinds.
         assert None in outcomes and len(outcomes) >= 3, outcomes
 

@@ -13,12 +13,18 @@ pod with a handful of vector operations over any subset of rows. Matrices are re
 (resources × nodes): numpy reduces badly over a short last axis, so per-resource rows are combined
 with a Python loop over the few resources instead. The per-node Filter/Score build a one-row
 ``NodeRows`` and call the same functions.
+
+What depends on the pod only through its class (prod or not, its estimate) is kept per class over
+every row (:meth:`NodeRows.memo`): replicas of one workload share it, and ``derive_row`` updates
+the few rows a cycle refreshes, so a cycle reads the kept arrays instead of recomputing them.
+Metric expiry depends on the time, so it is applied per call, skipped while ``now`` is before the
+earliest expiry.
 """
 
 from __future__ import annotations
 
 import functools
-
+from collections import OrderedDict
 from typing import Any, Mapping
 
 import numpy as np
@@ -121,6 +127,15 @@ class NodeRows:
         # columns back costs more than the arithmetic on a row.
         self._node_py: list[tuple | None] = [None] * n
         self._cache_py: list[tuple | None] = [None] * n
+        # Per pod class, arrays over every row kept across cycles (see memo()).
+        self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        # When metrics expire: per kind of pod, expire_at where Filter checks it (else +inf); and
+        # expire_at of the rows Score counts (else +inf). With lower bounds of each, so that a cycle
+        # before the first expiry looks at neither.
+        self.expire_check = [np.full(n, np.inf) for _ in range(2)]
+        self.expire_valid = np.full(n, np.inf)
+        self._min_expire_check = [np.inf, np.inf]
+        self._min_expire_valid = np.inf
 
     def _vec(self, amounts: Mapping[str, int]) -> list[int]:
         return [int(amounts.get(name, 0)) for name in self.resources]
@@ -188,6 +203,7 @@ class NodeRows:
         in integers, then nudged to agree exactly with Koordinator's float formula
         ``round(total / allocatable * 100) > threshold``.
         """
+        self._memo.clear()
         args = self.args
         alloc = self.alloc
         has_alloc = alloc > 0
@@ -208,20 +224,30 @@ class NodeRows:
             self.room[v] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
             self.agg_reason[v] = is_agg
             self.free[v] = np.where(has_alloc, alloc - self._score_existing(v), -1)
+            self.expire_check[v] = np.where(self.check_expired[v], self.expire_at, np.inf)
+            self._min_expire_check[v] = float(self.expire_check[v].min()) if self.n else np.inf
+        self.expire_valid = np.where(self.valid, self.expire_at, np.inf)
+        self._min_expire_valid = float(self.expire_valid.min()) if self.n else np.inf
 
     def derive_row(self, row: int) -> None:
         """:meth:`derive` for one row, in plain Python (cheap for the few rows a cycle refreshes)."""
         args = self.args
         thr_usage, thr_prod, thr_agg, has_prod, is_agg, alloc = self._node_py[row]
         found, has_nm, ut, ex_node, ex_prod, ex_fagg, ex_sagg = self._cache_py[row]
-        self.expire_at[row] = -np.inf if ut is None else ut + args.node_metric_expiration_seconds
-        self.valid[row] = found and has_nm
-        self.safe_alloc[:, row] = [a if a > 0 else 1 for a in alloc]
+        expire = -np.inf if ut is None else ut + args.node_metric_expiration_seconds
+        valid = found and has_nm
+        safe_alloc = [a if a > 0 else 1 for a in alloc]
+        self.expire_at[row] = expire
+        self.valid[row] = valid
+        self.expire_valid[row] = expire if valid else np.inf
+        if valid:
+            self._min_expire_valid = min(self._min_expire_valid, expire)
+        self.safe_alloc[:, row] = safe_alloc
         score_prod = args.score_according_prod_usage
-        done = None
+        per_kind = []
         for v in (0, 1):
             if v == 1 and not has_prod and not score_prod:
-                room, active, free = done  # a prod pod is held and scored like any other here
+                room, active, free = per_kind[0]  # a prod pod is held and scored like any other here
             else:
                 prod_mode = has_prod and v == 1
                 if prod_mode:
@@ -239,19 +265,61 @@ class NodeRows:
                 score_existing = (ex_prod if v == 1 and score_prod else
                                   ex_sagg if args.aggregated.score_enabled else ex_node)
                 free = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
-                done = room, active, free
+            per_kind.append((room, active, free))
             self.room[v][:, row] = room
             self.agg_reason[v][row] = is_agg and not (has_prod and v == 1)
-            self.check_expired[v][row] = active and found
+            checked = active and found
+            self.check_expired[v][row] = checked
+            self.expire_check[v][row] = expire if checked else np.inf
+            if checked:
+                self._min_expire_check[v] = min(self._min_expire_check[v], expire)
             self.free[v][:, row] = free
+        dom = args.dominant_resource_weight
+        for (kind, v, estimate), values in self._memo.items():
+            room, _, free = per_kind[v]
+            if kind == _OVER:
+                values[row] = any(r <= e for r, e in zip(room, estimate))
+            else:
+                values[row] = least_used_score(free, safe_alloc, estimate, self.weights, dom) if valid else 0
 
     def is_all(self, idx: np.ndarray) -> bool:
         return len(idx) == self.n and (self.n == 0 or bool((idx == self._arange).all()))
 
-    def use_all(self, idx: np.ndarray) -> bool:
-        """Whether to evaluate every row and pick ``idx`` from the result: gathering each input
-        matrix costs more than the arithmetic on rows that are not needed, unless few are asked for."""
-        return 4 * len(idx) >= self.n
+    def memo(self, kind: str, v: int, estimate: tuple[int, ...]) -> np.ndarray:
+        """Filter's over-threshold rows (``"over"``) or Score's scores before expiry (``"score"``) on
+        every row, for one class of pod (prod or not, its estimate); do not modify the array.
+
+        Pods of one workload share their class, and between two cycles only the rows derive_row
+        refreshes change (the node the previous pod went to): it updates them here too.
+        """
+        key = (kind, v, estimate)
+        values = self._memo.get(key)
+        if values is None:
+            if len(self._memo) >= MEMO_CLASSES:
+                self._memo.popitem(last=False)
+            values = self._memo[key] = (_over_threshold if kind == _OVER else _scores)(self, v, estimate)
+        else:
+            self._memo.move_to_end(key)
+        return values
+
+    def expired_for_filter(self, v: int, now: float) -> np.ndarray | None:
+        """Rows whose NodeMetric Filter sees as expired at ``now`` (None: none)."""
+        if now < self._min_expire_check[v]:
+            return None
+        # The bound only ever went down between rebuilds: raise it to the truth before comparing.
+        self._min_expire_check[v] = bound = float(self.expire_check[v].min()) if self.n else np.inf
+        return None if now < bound else self.expire_check[v] <= now
+
+    def expired_for_score(self, now: float) -> np.ndarray | None:
+        """Rows Score counts whose NodeMetric expired at ``now`` (None: none)."""
+        if now < self._min_expire_valid:
+            return None
+        self._min_expire_valid = bound = float(self.expire_valid.min()) if self.n else np.inf
+        return None if now < bound else self.expire_valid <= now
+
+
+_OVER, _SCORE = "over", "score"
+MEMO_CLASSES = 8  # pod classes whose arrays NodeRows keeps
 
 
 class PodContext:
@@ -265,55 +333,84 @@ class PodContext:
         self.daemonset = daemonset
 
 
+def least_used_score(free: list[int], capacity: list[int], estimate: tuple[int, ...], weights: list[int],
+                     dominant_weight: int) -> int:
+    """Score of one row (reference §2.1.6): weighted leastUsed per resource, plus the dominant one."""
+    total = 0
+    dominant = None
+    for f, c, e, w in zip(free, capacity, estimate, weights):
+        # leastUsed = (capacity - used) * 100 // capacity, 0 when over capacity or no capacity (free -1).
+        least = max((f - e) * 100 // c, 0)
+        total += w * least
+        if dominant_weight:
+            dominant = least if dominant is None else min(dominant, least)
+    if dominant_weight and dominant is not None:
+        total += min(100, dominant) * dominant_weight
+    return total // (sum(weights) + dominant_weight)
+
+
+def _over_threshold(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
+    """Rows where the estimate reaches the room of some resource (Filter's usage check), every row."""
+    room = rows.room[v]
+    over = np.zeros(rows.n, dtype=bool)
+    for r in range(rows.width):
+        # Rows whose usage is not checked have room NEVER (see derive), which no estimate reaches.
+        over |= room[r] <= estimate[r]
+    return over
+
+
+def _scores(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
+    """:func:`least_used_score` on every row (vectorised), 0 where the NodeMetric is missing."""
+    weights = rows.weights
+    dom = rows.args.dominant_resource_weight
+    free, cap = rows.free[v], rows.safe_alloc
+    total = np.zeros(rows.n, dtype=np.int64)
+    dominant = None
+    for r in range(rows.width):
+        least = np.maximum((free[r] - estimate[r]) * 100 // cap[r], 0)
+        if weights[r]:
+            total += weights[r] * least
+        if dom:
+            dominant = least if dominant is None else np.minimum(dominant, least)
+    if dom and dominant is not None:
+        total += np.minimum(100, dominant) * dom
+    total //= sum(weights) + dom
+    total[~rows.valid] = 0
+    return total
+
+
 def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> tuple[np.ndarray, list]:
     """(passed, [(code, reason, mask)]) for ``rows`` at ``idx`` (reference §2.1.5)."""
     k = len(idx)
     if pod.daemonset or k == 0:
         return np.ones(k, dtype=bool), []
-    if not rows.is_all(idx) and rows.use_all(idx):
-        passed, failures = filter_rows(rows, rows._arange, pod, now)
-        return passed[idx], [(code, reason, mask[idx]) for code, reason, mask in failures
-                             if mask[idx].any()]
     args = rows.args
     full = rows.is_all(idx)
     v = 1 if pod.prod else 0
+    estimate = tuple(pod.estimate or [0] * rows.width)
+    over = rows.memo(_OVER, v, estimate)
+    failing = over if full else over[idx]
     failures: list = []
-    expired = None
     passed = None
-    if args.filter_expired_node_metrics:
-        expire_at = rows.expire_at if full else rows.expire_at.take(idx)
-        check_expired = rows.check_expired[v] if full else rows.check_expired[v].take(idx)
-        expired = check_expired & (now >= expire_at)
+    expired = rows.expired_for_filter(v, now) if args.filter_expired_node_metrics else None
+    if expired is not None:
+        expired = expired if full else expired[idx]
         if expired.any():
             if not args.enable_schedule_when_node_metrics_expired:
                 passed = ~expired
                 failures.append((UNSCHEDULABLE, REASON_EXPIRED, expired))
-        else:
-            expired = None
-    # Rows whose usage is not checked have room NEVER (see derive), which no estimate reaches.
-    room = rows.room[v] if full else rows.room[v].take(idx, axis=1)
-    estimate = pod.estimate or [0] * rows.width
-    failing = None
-    for r in range(rows.width):
-        over = room[r] <= estimate[r]
-        failing = over if failing is None else failing | over
-    if failing is None:
+            failing = failing & ~expired
+    if not failing.any():
         return (np.ones(k, dtype=bool) if passed is None else passed), failures
-    if expired is not None:
-        failing &= ~expired
+    passed = ~failing if passed is None else passed & ~failing
     sel = np.flatnonzero(failing)
-    if passed is None:
-        passed = np.ones(k, dtype=bool)
-    if sel.size == 0:
-        return passed, failures
-    passed &= ~failing
     # The first resource (sorted order) over its threshold names the failure.
-    sub = room[:, sel]
+    at = sel if full else idx[sel]
+    sub = rows.room[v][:, at]
     first = np.full(sel.size, -1, dtype=np.int64)
     for r in range(rows.width - 1, -1, -1):
         first[sub[r] <= estimate[r]] = r
-    agg = (rows.agg_reason[v] if full else rows.agg_reason[v].take(idx))[sel]
-    combo = first * 2 + agg
+    combo = first * 2 + rows.agg_reason[v][at]
     for c in np.unique(combo):
         mask = np.zeros(k, dtype=bool)
         mask[sel[combo == c]] = True
@@ -323,33 +420,13 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
 
 def score_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> np.ndarray:
     """Scores 0..100 for ``rows`` at ``idx`` (reference §2.1.6)."""
-    args = rows.args
     k = len(idx)
-    weights = rows.weights
-    dom = args.dominant_resource_weight
-    weight_sum = sum(weights) + dom
-    if k == 0 or weight_sum <= 0 or pod.estimate is None:
+    if k == 0 or sum(rows.weights) + rows.args.dominant_resource_weight <= 0 or pod.estimate is None:
         return np.zeros(k, dtype=np.int64)
     full = rows.is_all(idx)
-    if not full and rows.use_all(idx):
-        return score_rows(rows, rows._arange, pod, now)[idx]
-    v = 1 if pod.prod else 0
-    free = rows.free[v] if full else rows.free[v].take(idx, axis=1)
-    cap = rows.safe_alloc if full else rows.safe_alloc.take(idx, axis=1)
-    total = np.zeros(k, dtype=np.int64)
-    dominant = None
-    for r in range(rows.width):
-        # leastUsed = (capacity - used) * 100 // capacity, 0 when over capacity or no capacity (free -1).
-        left = free[r] - pod.estimate[r]
-        least = np.maximum(left * 100 // cap[r], 0)
-        if weights[r]:
-            total += weights[r] * least
-        if dom:
-            dominant = least if dominant is None else np.minimum(dominant, least)
-    if dom and dominant is not None:
-        total += np.minimum(100, dominant) * dom
-    total //= weight_sum
-    valid = rows.valid if full else rows.valid.take(idx)
-    expire_at = rows.expire_at if full else rows.expire_at.take(idx)
-    total[~(valid & (now < expire_at))] = 0
+    scores = rows.memo(_SCORE, 1 if pod.prod else 0, tuple(pod.estimate))
+    total = scores.copy() if full else scores[idx]
+    expired = rows.expired_for_score(now)
+    if expired is not None:
+        total[expired if full else expired[idx]] = 0
     return total
