@@ -134,6 +134,10 @@ class NodeLoad:
     def add_pod(self, p: AssignedPod) -> None:
         self._apply(p, 1)
 
+    def load_key(self) -> tuple:
+        """What the existing-load lookups depend on besides the NodeMetric (compared to skip refreshes)."""
+        return (*self.prod_usage, *self.node_delta, *self.prod_delta, *self.node_estimated)
+
     def remove_pod(self, p: AssignedPod) -> None:
         self._apply(p, -1)
 
@@ -280,9 +284,13 @@ class PodAssignCache:
         n.pods[p.uid] = p
         self._pod_nodes[p.uid] = node_name
         if n.metric is not None:
+            before = n.load_key()
             if old is not None:
                 n.remove_pod(old)
             n.add_pod(p)
+            if old is not None and n.load_key() == before:
+                # The same load (e.g. the binding of a pod assumed at Reserve): no row to refresh.
+                return
         self._dirty.add(node_name)
 
     def _drop_pod(self, node_name: str, uid: str) -> None:

@@ -277,8 +277,9 @@ class NodeRows:
         dom = args.dominant_resource_weight
         for (kind, v, estimate), values in self._memo.items():
             room, _, free = per_kind[v]
-            if kind == _OVER:
-                values[row] = any(r <= e for r, e in zip(room, estimate))
+            if kind == _FAILURE:
+                first = next((r for r, (rm, e) in enumerate(zip(room, estimate)) if rm <= e), -1)
+                values[row] = -1 if first < 0 else 2 * first + bool(self.agg_reason[v][row])
             else:
                 values[row] = least_used_score(free, safe_alloc, estimate, self.weights, dom) if valid else 0
 
@@ -286,8 +287,8 @@ class NodeRows:
         return len(idx) == self.n and (self.n == 0 or bool((idx == self._arange).all()))
 
     def memo(self, kind: str, v: int, estimate: tuple[int, ...]) -> np.ndarray:
-        """Filter's over-threshold rows (``"over"``) or Score's scores before expiry (``"score"``) on
-        every row, for one class of pod (prod or not, its estimate); do not modify the array.
+        """Filter's failure codes (``"failure"``, see :func:`_failure_codes`) or Score's scores before
+        expiry (``"score"``) on every row, for one class of pod (prod or not, its estimate); do not modify the array.
 
         Pods of one workload share their class, and between two cycles only the rows derive_row
         refreshes change (the node the previous pod went to): it updates them here too.
@@ -297,7 +298,7 @@ class NodeRows:
         if values is None:
             if len(self._memo) >= MEMO_CLASSES:
                 self._memo.popitem(last=False)
-            values = self._memo[key] = (_over_threshold if kind == _OVER else _scores)(self, v, estimate)
+            values = self._memo[key] = (_failure_codes if kind == _FAILURE else _scores)(self, v, estimate)
         else:
             self._memo.move_to_end(key)
         return values
@@ -318,7 +319,7 @@ class NodeRows:
         return None if now < bound else self.expire_valid <= now
 
 
-_OVER, _SCORE = "over", "score"
+_FAILURE, _SCORE = "failure", "score"
 MEMO_CLASSES = 8  # pod classes whose arrays NodeRows keeps
 
 
@@ -349,14 +350,16 @@ def least_used_score(free: list[int], capacity: list[int], estimate: tuple[int, 
     return total // (sum(weights) + dominant_weight)
 
 
-def _over_threshold(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
-    """Rows where the estimate reaches the room of some resource (Filter's usage check), every row."""
+def _failure_codes(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
+    """Filter's usage check on every row: -1 where the pod fits, else ``2 * r + aggregated`` for the
+    first resource ``r`` (sorted order) whose room the estimate reaches, which names the failure."""
     room = rows.room[v]
-    over = np.zeros(rows.n, dtype=bool)
-    for r in range(rows.width):
+    codes = np.full(rows.n, -1, dtype=np.int64)
+    for r in range(rows.width - 1, -1, -1):
         # Rows whose usage is not checked have room NEVER (see derive), which no estimate reaches.
-        over |= room[r] <= estimate[r]
-    return over
+        codes[room[r] <= estimate[r]] = 2 * r
+    codes[(codes >= 0) & rows.agg_reason[v]] += 1
+    return codes
 
 
 def _scores(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
@@ -387,9 +390,8 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
     args = rows.args
     full = rows.is_all(idx)
     v = 1 if pod.prod else 0
-    estimate = tuple(pod.estimate or [0] * rows.width)
-    over = rows.memo(_OVER, v, estimate)
-    failing = over if full else over[idx]
+    codes = rows.memo(_FAILURE, v, tuple(pod.estimate or [0] * rows.width))
+    codes = codes if full else codes[idx]
     failures: list = []
     passed = None
     expired = rows.expired_for_filter(v, now) if args.filter_expired_node_metrics else None
@@ -399,22 +401,13 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
             if not args.enable_schedule_when_node_metrics_expired:
                 passed = ~expired
                 failures.append((UNSCHEDULABLE, REASON_EXPIRED, expired))
-            failing = failing & ~expired
+            codes = np.where(expired, -1, codes)  # their usage is not checked
+    failing = codes >= 0
     if not failing.any():
         return (np.ones(k, dtype=bool) if passed is None else passed), failures
     passed = ~failing if passed is None else passed & ~failing
-    sel = np.flatnonzero(failing)
-    # The first resource (sorted order) over its threshold names the failure.
-    at = sel if full else idx[sel]
-    sub = rows.room[v][:, at]
-    first = np.full(sel.size, -1, dtype=np.int64)
-    for r in range(rows.width - 1, -1, -1):
-        first[sub[r] <= estimate[r]] = r
-    combo = first * 2 + rows.agg_reason[v][at]
-    for c in np.unique(combo):
-        mask = np.zeros(k, dtype=bool)
-        mask[sel[combo == c]] = True
-        failures.append((UNSCHEDULABLE, usage_reason(rows.resources[int(c) // 2], bool(c % 2)), mask))
+    for c in np.unique(codes[failing]).tolist():
+        failures.append((UNSCHEDULABLE, usage_reason(rows.resources[c // 2], bool(c % 2)), codes == c))
     return passed, failures
 
 
