@@ -116,10 +116,14 @@ class NodeRows:
         # derived
         self.expire_at = np.full(n, -np.inf)      # now >= expire_at: expired (no updateTime: always)
         self.valid = np.zeros(n, dtype=bool)      # found and status.nodeMetric present
-        self.room = [np.full((w, n), NEVER, dtype=np.int64) for _ in range(2)]
+        # room and free of both kinds of pod in one matrix, so derive_row writes a row's column once.
+        self._counts = np.zeros((4 * w, n), dtype=np.int64)
+        self.room = [self._counts[0:w], self._counts[w:2 * w]]
+        self.free = [self._counts[2 * w:3 * w], self._counts[3 * w:4 * w]]  # allocatable - existing; -1: none
+        for room in self.room:
+            room.fill(NEVER)
         self.agg_reason = [np.zeros(n, dtype=bool) for _ in range(2)]
         self.check_expired = [np.zeros(n, dtype=bool) for _ in range(2)]
-        self.free = [np.zeros((w, n), dtype=np.int64) for _ in range(2)]  # allocatable - existing; -1: no capacity
         self.safe_alloc = np.ones((w, n), dtype=np.int64)
         self.weights = [int(args.resource_weights.get(name, 0)) for name in args.resources]
         self._arange = np.arange(n, dtype=np.int64)
@@ -127,6 +131,9 @@ class NodeRows:
         # columns back costs more than the arithmetic on a row.
         self._node_py: list[tuple | None] = [None] * n
         self._cache_py: list[tuple | None] = [None] * n
+        # What derive_row last wrote of a row besides room/free (a Reserve changes neither): unchanged
+        # values are not written again.
+        self._flags_py: list[tuple | None] = [None] * n
         # Per pod class, arrays over every row kept across cycles (see memo()).
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
         # When metrics expire: per kind of pod, expire_at where Filter checks it (else +inf); and
@@ -204,6 +211,7 @@ class NodeRows:
         ``round(total / allocatable * 100) > threshold``.
         """
         self._memo.clear()
+        self._flags_py = [None] * self.n
         args = self.args
         alloc = self.alloc
         has_alloc = alloc > 0
@@ -221,9 +229,9 @@ class NodeRows:
             self.check_expired[v] = active.any(axis=0) & self.found
             check_usage = self.check_expired[v] & self.has_nm
             # Rows whose usage is not checked get NEVER too, so Filter needs no mask for them.
-            self.room[v] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
+            self.room[v][...] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
             self.agg_reason[v] = is_agg
-            self.free[v] = np.where(has_alloc, alloc - self._score_existing(v), -1)
+            self.free[v][...] = np.where(has_alloc, alloc - self._score_existing(v), -1)
             self.expire_check[v] = np.where(self.check_expired[v], self.expire_at, np.inf)
             self._min_expire_check[v] = float(self.expire_check[v].min()) if self.n else np.inf
         self.expire_valid = np.where(self.valid, self.expire_at, np.inf)
@@ -237,12 +245,6 @@ class NodeRows:
         expire = -np.inf if ut is None else ut + args.node_metric_expiration_seconds
         valid = found and has_nm
         safe_alloc = [a if a > 0 else 1 for a in alloc]
-        self.expire_at[row] = expire
-        self.valid[row] = valid
-        self.expire_valid[row] = expire if valid else np.inf
-        if valid:
-            self._min_expire_valid = min(self._min_expire_valid, expire)
-        self.safe_alloc[:, row] = safe_alloc
         score_prod = args.score_according_prod_usage
         per_kind = []
         for v in (0, 1):
@@ -266,20 +268,32 @@ class NodeRows:
                                   ex_sagg if args.aggregated.score_enabled else ex_node)
                 free = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
             per_kind.append((room, active, free))
-            self.room[v][:, row] = room
-            self.agg_reason[v][row] = is_agg and not (has_prod and v == 1)
-            checked = active and found
-            self.check_expired[v][row] = checked
-            self.expire_check[v][row] = expire if checked else np.inf
-            if checked:
+        self._counts[:, row] = per_kind[0][0] + per_kind[1][0] + per_kind[0][2] + per_kind[1][2]
+        agg = (is_agg, is_agg and not has_prod)
+        checked = (per_kind[0][1] and found, per_kind[1][1] and found)
+        flags = (expire, valid, safe_alloc, agg, checked)
+        if flags != self._flags_py[row]:
+            self._flags_py[row] = flags
+            self.expire_at[row] = expire
+            self.valid[row] = valid
+            self.expire_valid[row] = expire if valid else np.inf
+            self.safe_alloc[:, row] = safe_alloc
+            for v in (0, 1):
+                self.agg_reason[v][row] = agg[v]
+                self.check_expired[v][row] = checked[v]
+                self.expire_check[v][row] = expire if checked[v] else np.inf
+        # (the bounds only go down here; expired_for_* raise them to the truth when reached)
+        if valid:
+            self._min_expire_valid = min(self._min_expire_valid, expire)
+        for v in (0, 1):
+            if checked[v]:
                 self._min_expire_check[v] = min(self._min_expire_check[v], expire)
-            self.free[v][:, row] = free
         dom = args.dominant_resource_weight
         for (kind, v, estimate), values in self._memo.items():
             room, _, free = per_kind[v]
             if kind == _FAILURE:
                 first = next((r for r, (rm, e) in enumerate(zip(room, estimate)) if rm <= e), -1)
-                values[row] = -1 if first < 0 else 2 * first + bool(self.agg_reason[v][row])
+                values[row] = -1 if first < 0 else 2 * first + agg[v]
             else:
                 values[row] = least_used_score(free, safe_alloc, estimate, self.weights, dom) if valid else 0
 
