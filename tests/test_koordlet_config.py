@@ -18,6 +18,7 @@ from koordinator.runtime.options import add_shared_flags, explicit_dests, option
 from roles.koordlet import config
 from roles.koordlet.metriccache import kinds
 from tests.koordlet_harness import InProcessKoordlet, Simulator
+from tests.test_koordlet_role import run_main
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,14 +45,6 @@ def write_config(path: Path, document: dict | str) -> Path:
     tmp.write_text(document if isinstance(document, str) else yaml.safe_dump(document))
     os.replace(tmp, path)
     return path
-
-
-def run_main(argv: list[str], capsys) -> tuple[int, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, capsys.readouterr().err
 
 
 # -- applying -------------------------------------------------------------------------------------
