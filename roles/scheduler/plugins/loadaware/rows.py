@@ -302,7 +302,8 @@ class NodeRows:
 
     def memo(self, kind: str, v: int, estimate: tuple[int, ...]) -> np.ndarray:
         """Filter's failure codes (``"failure"``, see :func:`_failure_codes`) or Score's scores before
-        expiry (``"score"``) on every row, for one class of pod (prod or not, its estimate); do not modify the array.
+        expiry (``"score"``) on every row, for one class of pod (prod or not, its estimate); callers
+        must not modify the array.
 
         Pods of one workload share their class, and between two cycles only the rows derive_row
         refreshes change (the node the previous pod went to): it updates them here too.
