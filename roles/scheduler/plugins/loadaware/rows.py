@@ -114,7 +114,6 @@ class NodeRows:
         self.ex_fagg = np.zeros((w, n), dtype=np.int64)
         self.ex_sagg = np.zeros((w, n), dtype=np.int64)
         # derived
-        self.expire_at = np.full(n, -np.inf)      # now >= expire_at: expired (no updateTime: always)
         self.valid = np.zeros(n, dtype=bool)      # found and status.nodeMetric present
         # room and free of both kinds of pod in one matrix, so derive_row writes a row's column once.
         self._counts = np.zeros((4 * w, n), dtype=np.int64)
@@ -123,7 +122,6 @@ class NodeRows:
         for room in self.room:
             room.fill(NEVER)
         self.agg_reason = [np.zeros(n, dtype=bool) for _ in range(2)]
-        self.check_expired = [np.zeros(n, dtype=bool) for _ in range(2)]
         self.safe_alloc = np.ones((w, n), dtype=np.int64)
         self.weights = [int(args.resource_weights.get(name, 0)) for name in args.resources]
         self._arange = np.arange(n, dtype=np.int64)
@@ -136,9 +134,9 @@ class NodeRows:
         self._flags_py: list[tuple | None] = [None] * n
         # Per pod class, arrays over every row kept across cycles (see memo()).
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        # When metrics expire: per kind of pod, expire_at where Filter checks it (else +inf); and
-        # expire_at of the rows Score counts (else +inf). With lower bounds of each, so that a cycle
-        # before the first expiry looks at neither.
+        # When metrics expire (updateTime + expiration; no updateTime: -inf, always expired): per kind
+        # of pod, on the rows where Filter checks it (else +inf); and on the rows Score counts (else
+        # +inf). With lower bounds of each, so that a cycle before the first expiry looks at neither.
         self.expire_check = [np.full(n, np.inf) for _ in range(2)]
         self.expire_valid = np.full(n, np.inf)
         self._min_expire_check = [np.inf, np.inf]
@@ -217,7 +215,7 @@ class NodeRows:
         has_alloc = alloc > 0
         self.safe_alloc = np.where(has_alloc, alloc, 1)
         ut = self.update_time
-        self.expire_at = np.where(np.isnan(ut), -np.inf, ut + args.node_metric_expiration_seconds)
+        expire_at = np.where(np.isnan(ut), -np.inf, ut + args.node_metric_expiration_seconds)
         self.valid = self.found & self.has_nm
         for v in (0, 1):
             prod_mode = self.has_prod & bool(v)
@@ -226,15 +224,15 @@ class NodeRows:
             existing = np.where(prod_mode, self.ex_prod, np.where(is_agg, self.ex_fagg, self.ex_node))
             active = thr > 0
             limit = failing_total_array(thr, self.safe_alloc)
-            self.check_expired[v] = active.any(axis=0) & self.found
-            check_usage = self.check_expired[v] & self.has_nm
+            check_expired = active.any(axis=0) & self.found
+            check_usage = check_expired & self.has_nm
             # Rows whose usage is not checked get NEVER too, so Filter needs no mask for them.
             self.room[v][...] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
             self.agg_reason[v] = is_agg
             self.free[v][...] = np.where(has_alloc, alloc - self._score_existing(v), -1)
-            self.expire_check[v] = np.where(self.check_expired[v], self.expire_at, np.inf)
+            self.expire_check[v] = np.where(check_expired, expire_at, np.inf)
             self._min_expire_check[v] = float(self.expire_check[v].min()) if self.n else np.inf
-        self.expire_valid = np.where(self.valid, self.expire_at, np.inf)
+        self.expire_valid = np.where(self.valid, expire_at, np.inf)
         self._min_expire_valid = float(self.expire_valid.min()) if self.n else np.inf
 
     def derive_row(self, row: int) -> None:
@@ -274,13 +272,11 @@ class NodeRows:
         flags = (expire, valid, safe_alloc, agg, checked)
         if flags != self._flags_py[row]:
             self._flags_py[row] = flags
-            self.expire_at[row] = expire
             self.valid[row] = valid
             self.expire_valid[row] = expire if valid else np.inf
             self.safe_alloc[:, row] = safe_alloc
             for v in (0, 1):
                 self.agg_reason[v][row] = agg[v]
-                self.check_expired[v][row] = checked[v]
                 self.expire_check[v][row] = expire if checked[v] else np.inf
         # (the bounds only go down here; expired_for_* raise them to the truth when reached)
         if valid:
