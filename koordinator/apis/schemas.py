@@ -355,6 +355,19 @@ def _quantity_pattern() -> str:
     return _read("common.yaml")["Quantity"]["pattern"]
 
 
+def value_at(document: Any, path: str) -> tuple[bool, Any]:
+    """The value at a :class:`FieldError` path (``a.b[0].c``) in ``document``: ``(found, value)``."""
+    node = document
+    for name, index in _PATH_PART.findall(path):
+        if index and isinstance(node, list) and int(index) < len(node):
+            node = node[int(index)]
+        elif name and isinstance(node, dict) and name in node:
+            node = node[name]
+        else:
+            return False, None
+    return True, node
+
+
 def _node_at(schema: Obj, path: str) -> Obj | None:
     """The schema node describing the value at ``path`` (``a.b[0].c``), or None."""
     node: Any = schema

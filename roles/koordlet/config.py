@@ -22,13 +22,12 @@ import argparse
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import yaml
 
-from koordinator.apis.schemas import FieldError
+from koordinator.apis.schemas import FieldError, value_at
 
 log = logging.getLogger("koordinator.koordlet")
 
@@ -65,8 +64,6 @@ FLAGS: dict[str, str] = {
     "predictionModelCheckpointInterval": "prediction_model_checkpoint_interval",
     "predictionModelCheckpointMaxPerStep": "prediction_model_checkpoint_max_per_step",
 }
-
-_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 
 @dataclass(frozen=True)
@@ -245,7 +242,7 @@ def _describe(error: FieldError, texts: dict[str, str], file_of: Callable[[str |
     key, field = _split(error.path, list(texts))
     message = f"{field}: {error.message}" if field else error.message
     document = _as_written(texts.get(key)) if key else None
-    found, value = _value_at(document, field) if document is not None and field else (False, None)
+    found, value = value_at(document, field) if document is not None and field else (False, None)
     rendered = json.dumps(value, default=str)
     # The schema's wording names most values ("Invalid value: -1: ..."), not a wrong type's.
     if found and f": {rendered}:" not in error.message:
@@ -262,16 +259,3 @@ def _split(path: str, keys: list[str]) -> tuple[str | None, str]:
         if path.startswith(prefix + ".") or path.startswith(prefix + "["):
             return key, path[len(prefix):].lstrip(".")
     return None, path
-
-
-def _value_at(document: Any, field: str) -> tuple[bool, Any]:
-    """The value at ``a.b[0]`` in ``document``: ``(found, value)``."""
-    node = document
-    for name, index in _PATH_PART.findall(field):
-        if index and isinstance(node, list) and int(index) < len(node):
-            node = node[int(index)]
-        elif name and isinstance(node, dict) and name in node:
-            node = node[name]
-        else:
-            return False, None
-    return True, node
