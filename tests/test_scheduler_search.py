@@ -5,7 +5,6 @@ starts, and that stopping early in big clusters changes none of that."""
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from roles.scheduler.framework.runtime import Framework, num_feasible_nodes_to_f
 from roles.scheduler.framework.snapshot import Snapshot
 from roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
 from roles.scheduler.framework.types import NodeInfo, PodInfo
+from tests.test_scheduler_preemption import make_profile
 
 
 class MaskFilter(FilterPlugin):
@@ -43,12 +43,7 @@ def framework(n: int) -> tuple[Framework, MaskFilter, Snapshot]:
              for i in range(n)]
     snapshot = Snapshot(nodes)
     plugin = MaskFilter()
-    profile = SimpleNamespace(
-        scheduler_name="koord-scheduler", percentage_of_nodes_to_score=None, index=0,
-        all_plugin_names=lambda: ["MaskFilter"], plugin_args={}, plugin_config_index={},
-        plugins_at=lambda point, ok: [SimpleNamespace(name="MaskFilter", weight=1)]
-        if point == "filter" and ok("MaskFilter", point) else [])
-    fwk = Framework(profile, Registry({"MaskFilter": lambda args, handle: plugin}),
+    fwk = Framework(make_profile(["MaskFilter"]), Registry({"MaskFilter": lambda args, handle: plugin}),
                     PluginHandle(snapshot_source=lambda: snapshot))
     return fwk, plugin, snapshot
 
