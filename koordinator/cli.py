@@ -150,13 +150,12 @@ def _make_runtime(options: Any) -> Any:
 def run_role(role: str, argv: list[str]) -> int:
     """Parse the role's flags, then register the role on a Runtime and run it until SIGTERM/SIGINT."""
     import roles
-    from koordinator.runtime.options import OptionsError, explicit_dests, options_from_args
+    from koordinator.runtime.options import OptionsError, options_from_argv
 
     module = roles.load(role)
     parser = build_role_parser(role, module)
-    args = parser.parse_args(argv)
     try:
-        options = options_from_args(args, role, explicit=explicit_dests(parser, argv))
+        options = options_from_argv(parser, argv, role)
         check = getattr(module, "check_options", None)
         if check is not None:
             check(options)

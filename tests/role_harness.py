@@ -8,7 +8,7 @@ from typing import Any
 
 from koordinator.cli import build_role_parser
 from koordinator.runtime.client import Client
-from koordinator.runtime.options import explicit_dests, options_from_args
+from koordinator.runtime.options import options_from_argv
 from koordinator.runtime.runtime import Runtime
 
 
@@ -19,8 +19,7 @@ class InProcessRole:
     def __init__(self, module: ModuleType, role: str, kubeconfig: Path, *flags: str) -> None:
         argv = [f"--role={role}", "--kubeconfig", str(kubeconfig), "--metrics-addr", "0", "--health-addr", "0",
                 "--log-level", "warning", *flags]
-        parser = build_role_parser(role, module)
-        self.options = options_from_args(parser.parse_args(argv), role, explicit=explicit_dests(parser, argv))
+        self.options = options_from_argv(build_role_parser(role, module), argv, role)
         self.client = Client.from_kubeconfig(str(kubeconfig), qps=0)
         self.runtime = Runtime(self.options, client=self.client)
         self.parts: Any = None

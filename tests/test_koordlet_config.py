@@ -14,7 +14,7 @@ import yaml
 import roles.koordlet as koordlet
 from koordinator import cli
 from koordinator.apis import schemas
-from koordinator.runtime.options import add_shared_flags, explicit_dests, options_from_args
+from koordinator.runtime.options import add_shared_flags, options_from_argv
 from roles.koordlet import config
 from roles.koordlet.metriccache import kinds
 from tests.koordlet_harness import InProcessKoordlet, Simulator
@@ -28,8 +28,7 @@ MiB = 1 << 20
 def options_for(*flags: str):
     """The options ``koordinator --role=koordlet --node-name=n1 FLAGS`` parses to (before check_options)."""
     argv = ["--role=koordlet", "--node-name=n1", *flags]
-    parser = cli.build_role_parser("koordlet", koordlet)
-    return options_from_args(parser.parse_args(argv), "koordlet", explicit=explicit_dests(parser, argv))
+    return options_from_argv(cli.build_role_parser("koordlet", koordlet), argv, "koordlet")
 
 
 def host_tree(root: Path) -> dict[str, Path]:
@@ -221,8 +220,7 @@ def test_the_shipped_configmap_validates_and_maps_onto_the_daemonset(tmp_path):
     args = [a.replace("$(NODE_NAME)", "n1") for a in container["args"]]
     assert "--config=/etc/koordinator/config/koordlet-config" in args
     args = [f"--config={volume / 'koordlet-config'}" if a.startswith("--config=") else a for a in args]
-    parser = cli.build_role_parser("koordlet", koordlet)
-    options = options_from_args(parser.parse_args(args), "koordlet", explicit=explicit_dests(parser, args))
+    options = options_from_argv(cli.build_role_parser("koordlet", koordlet), args, "koordlet")
     # The DaemonSet passes no flag the document sets: it would silently shadow the key.
     assert not options.explicit & set(config.FLAGS.values()), shlex.join(args)
     cfg = config.load(str(volume / "koordlet-config"))

@@ -33,7 +33,7 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -400,7 +400,15 @@ _SHARED_DESTS = frozenset({
 })
 
 
-def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:
+def options_from_argv(parser: argparse.ArgumentParser, argv: Sequence[str], role: str,
+                      **overrides: Any) -> RuntimeOptions:
+    """Parse a role's ``argv`` (argparse exits on a bad flag) into options that know which flags were given."""
+    args = parser.parse_args(argv)
+    return options_from_args(args, role, explicit=explicit_dests(parser, argv, vars(args)), **overrides)
+
+
+def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str],
+                   dests: Iterable[str] | None = None) -> frozenset[str]:
     """The ``dest`` of every flag that ``argv`` gives, as opposed to those left at their defaults.
 
     argparse keeps no record of this, and comparing with the default cannot tell ``--flag=DEFAULT``
@@ -408,9 +416,11 @@ def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froz
     already None: argparse then fills in no defaults (it does so only for missing attributes) and
     its own actions treat None as "not set yet" (``append``, ``count``, repeated ``--feature-gates``
     merge), so whatever is not None afterwards was given. ``argv`` must be one that ``parser`` has
-    already accepted (a bad one exits, as parsing does); no flag of ours parses to None.
+    already accepted (a bad one exits, as parsing does); no flag of ours parses to None. ``dests``:
+    the parser's, when the caller already has them (``vars()`` of its parse of ``argv``).
     """
-    dests = vars(parser.parse_args(argv))
+    if dests is None:
+        dests = vars(parser.parse_args(argv))
     probe = argparse.Namespace(**dict.fromkeys(dests))
     parser.parse_args(argv, namespace=probe)
     return frozenset(dest for dest, value in vars(probe).items() if value is not None)
