@@ -141,10 +141,10 @@ def configure_logging(level: str) -> None:
 
 
 def _make_runtime(options: Any) -> Any:
-    """The Runtime for ``options`` (a seam for tests of the dispatch)."""
+    """The Runtime for ``options`` (a seam for tests of the dispatch); the role owns this process."""
     from koordinator.runtime.runtime import Runtime
 
-    return Runtime(options)
+    return Runtime(options, freeze_after_sync=True)
 
 
 def run_role(role: str, argv: list[str]) -> int:

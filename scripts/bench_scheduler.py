@@ -92,6 +92,7 @@ def config_text(loadaware: bool) -> str:
 def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool) -> dict:
     import yaml
 
+    from koordinator.runtime.runtime import freeze_long_lived_objects
     from roles.scheduler import config as cfg
     from roles.scheduler.cache import SchedulerCache
     from roles.scheduler.framework.handle import PluginHandle
@@ -132,6 +133,7 @@ def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool) -> d
     # As the informer delivers them: the API server fills in status.phase and status.qosClass.
     todo = [PodInfo({**make(f"pod-{i}"), "status": {"phase": "Pending", "qosClass": "Guaranteed"}})
             for i in range(pods)]
+    freeze_long_lived_objects()  # as the scheduler process does once its caches synced
     start = time.perf_counter()
     for pi in todo:
         state = CycleState()

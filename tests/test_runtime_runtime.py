@@ -147,3 +147,24 @@ def test_config_file_loads_at_start_and_an_invalid_one_fails_the_start(apiserver
     without = Runtime(options(apiserver, metrics_addr="0", health_addr="0"))
     with pytest.raises(ValueError, match="needs --config"):
         without.config_file("slo-controller-config", seen.append)
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_freeze_after_sync_exempts_the_synced_caches_from_the_collector(apiserver, namespace, freeze):
+    import gc
+
+    Client.from_kubeconfig(str(apiserver.kubeconfig), qps=0).create(pod("frozen", namespace))
+    assert gc.get_freeze_count() == 0
+    runtime = Runtime(options(apiserver, metrics_addr="0", health_addr="0"), freeze_after_sync=freeze)
+    informer = runtime.informers.informer("Pod", namespace=namespace)
+    started = threading.Event()
+    runtime.add_runnable("after-sync", lambda stop: (started.set(), stop.wait()))
+    runtime.start()
+    try:
+        assert started.wait(10)
+        assert informer.store.get(f"{namespace}/frozen") is not None
+        # The runtime froze (or not) before starting the work, so after the caches synced.
+        assert (gc.get_freeze_count() > 0) is freeze
+    finally:
+        runtime.stop()
+        gc.unfreeze()

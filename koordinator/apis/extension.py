@@ -223,7 +223,8 @@ def value_of_milli(milli: int) -> int:
 def _container_sum(containers: Iterable[Mapping[str, Any]], which: str) -> ResourceList:
     total: ResourceList = {}
     for c in containers:
-        total = add(total, resource_list(((c.get("resources") or {}).get(which))))
+        for name, q in (((c.get("resources") or {}).get(which)) or {}).items():
+            total[name] = total.get(name, 0) + quantity.milli_value(q)
     return total
 
 
@@ -244,17 +245,19 @@ def pod_limits(pod: Mapping[str, Any]) -> ResourceList:
 def _pod_amounts(pod: Mapping[str, Any], which: str) -> ResourceList:
     spec = _spec(pod)
     total = _container_sum(spec.get("containers") or [], which)
-    sidecars: ResourceList = {}
-    init_max: ResourceList = {}
-    for c in spec.get("initContainers") or []:
-        amounts = resource_list((c.get("resources") or {}).get(which))
-        if c.get("restartPolicy") == "Always":
-            sidecars = add(sidecars, amounts)
-            total = add(total, amounts)
-        else:
-            # A regular init container runs beside the sidecars started before it.
-            init_max = maximum(init_max, add(amounts, sidecars))
-    total = maximum(total, init_max)
+    init_containers = spec.get("initContainers")
+    if init_containers:
+        sidecars: ResourceList = {}
+        init_max: ResourceList = {}
+        for c in init_containers:
+            amounts = resource_list((c.get("resources") or {}).get(which))
+            if c.get("restartPolicy") == "Always":
+                sidecars = add(sidecars, amounts)
+                total = add(total, amounts)
+            else:
+                # A regular init container runs beside the sidecars started before it.
+                init_max = maximum(init_max, add(amounts, sidecars))
+        total = maximum(total, init_max)
     if spec.get("overhead"):
         total = add(total, resource_list(spec["overhead"]))
     return total

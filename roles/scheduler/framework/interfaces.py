@@ -80,10 +80,12 @@ class BatchFilterResult:
 
     passed: np.ndarray
     failures: list[Failure] = field(default_factory=list)
+    # Set when the plugin knows that every node passed: the framework then does not scan ``passed``.
+    all_passed: bool = False
 
     @classmethod
     def all_pass(cls, n: int) -> "BatchFilterResult":
-        return cls(np.ones(n, dtype=bool))
+        return cls(np.ones(n, dtype=bool), all_passed=True)
 
 
 @dataclass

@@ -128,6 +128,8 @@ class Framework:
             except ValueError as err:
                 raise PluginArgsError(str(profile.args_error(name, err))) from err
         self.weights: dict[str, int] = {}
+        self._scorers_by_skip: dict[frozenset, tuple[list, np.ndarray]] = {}
+        self._scorers_weights: dict[str, int] | None = None
         self.points: dict[str, list[fi.Plugin]] = {}
         for point in POINTS:
             refs = profile.plugins_at(point, lambda name, p: name in self.plugins and implements(self.plugins[name], p))
@@ -410,6 +412,8 @@ class Framework:
                 break
             if hasattr(plugin, "filter_nodes") and not self._filter_transformers:
                 result = plugin.filter_nodes(state, pod, snapshot, rows)  # type: ignore[attr-defined]
+                if result.all_passed:
+                    continue
                 passed = result.passed
                 if passed.all():
                     continue
@@ -497,33 +501,49 @@ class Framework:
             if status is not None and status.code != SUCCESS:
                 raise FilterError(status.with_plugin(plugin.name))
             pod, rows = new_pod or pod, (rows if new_rows is None else new_rows)
-        scorers = [p for p in self.points["score"] if p.name not in state.skip_score_plugins]
-        total = np.zeros(len(rows), dtype=np.int64)
+        scorers, weights = self._scorers(state.skip_score_plugins)
         if not scorers:
+            total = np.zeros(len(rows), dtype=np.int64)
             if not self.points["score"]:
                 total += 1
             return rows, total
         infos = snapshot.node_infos
-        for plugin in scorers:
-            if hasattr(plugin, "score_nodes"):
+        # Every plugin's scores in one matrix: one range check and one weighted sum for all of them.
+        stacked = np.empty((len(scorers), len(rows)), dtype=np.int64)
+        for i, (plugin, batch, normalize) in enumerate(scorers):
+            if batch:
                 scores = np.asarray(plugin.score_nodes(state, pod, snapshot, rows), dtype=np.int64)  # type: ignore
             else:
                 scores = np.fromiter((plugin.score(state, pod, infos[r]) for r in rows.tolist()),  # type: ignore
                                      dtype=np.int64, count=len(rows))
-            normalize = getattr(plugin, "normalize_score", None)
             if normalize is not None:
                 status = normalize(state, pod, snapshot, rows, scores)
                 if status is not None and status.code != SUCCESS:
                     raise FilterError(Status.error(f"running Normalize on Score plugin {plugin.name!r}: "
                                                    f"{status.message()}", plugin.name))
-            # One reduction: negative scores viewed as unsigned are huge.
-            if len(scores) and scores.view(np.uint64).max() > fi.MAX_NODE_SCORE:
-                bad = int(scores.max() if scores.max() > fi.MAX_NODE_SCORE else scores.min())
-                raise FilterError(Status.error(
-                    f"plugin {plugin.name!r} returns an invalid score {bad}, it should in the range of "
-                    f"[{fi.MIN_NODE_SCORE}, {fi.MAX_NODE_SCORE}] after normalizing", plugin.name))
-            total += scores * self.weights.get(plugin.name, 1)
-        return rows, total
+            stacked[i] = scores
+        # Negative scores viewed as unsigned are huge, so one reduction checks both bounds.
+        if stacked.size and stacked.view(np.uint64).max() > fi.MAX_NODE_SCORE:
+            for (plugin, _, _), scores in zip(scorers, stacked):
+                if scores.view(np.uint64).max() > fi.MAX_NODE_SCORE:
+                    bad = int(scores.max() if scores.max() > fi.MAX_NODE_SCORE else scores.min())
+                    raise FilterError(Status.error(
+                        f"plugin {plugin.name!r} returns an invalid score {bad}, it should in the range of "
+                        f"[{fi.MIN_NODE_SCORE}, {fi.MAX_NODE_SCORE}] after normalizing", plugin.name))
+        return rows, weights @ stacked
+
+    def _scorers(self, skipped: set[str]) -> tuple[list[tuple[fi.Plugin, bool, Any]], np.ndarray]:
+        """The Score plugins not skipped, each with (batch?, its NormalizeScore or None), and their weights."""
+        key = frozenset(skipped)
+        if self._scorers_weights is not self.weights:  # a reload brought new weights
+            self._scorers_by_skip, self._scorers_weights = {}, self.weights
+        entry = self._scorers_by_skip.get(key)
+        if entry is None:
+            plugins = [p for p in self.points["score"] if p.name not in skipped]
+            entry = self._scorers_by_skip[key] = (
+                [(p, hasattr(p, "score_nodes"), getattr(p, "normalize_score", None)) for p in plugins],
+                np.array([self.weights.get(p.name, 1) for p in plugins], dtype=np.int64))
+        return entry
 
     def select_host(self, rows: np.ndarray, totals: np.ndarray) -> int:
         """The best row; ties broken uniformly at random (kube's reservoir sampling)."""

@@ -404,6 +404,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if short.any():
                 failures.append(Failure(UNSCHEDULABLE, f"Insufficient {name}", short))
                 failed = failed | short
+        if not failures:
+            return BatchFilterResult.all_pass(len(rows))
         return BatchFilterResult(~failed, failures)
 
     # -- PreScore / Score ----------------------------------------------------------------------------

@@ -166,6 +166,8 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
             return BatchFilterResult.all_pass(len(rows))
         node_rows = self._sync(snapshot)
         passed, failures = filter_rows(node_rows, np.asarray(rows, dtype=np.int64), ctx, self.now())
+        if passed is None:
+            return BatchFilterResult.all_pass(len(rows))
         return BatchFilterResult(passed, [Failure(code, reason, mask) for code, reason, mask in failures])
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -173,7 +175,7 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         if ctx.daemonset:
             return None
         passed, failures = filter_rows(self._single_row(node), np.zeros(1, dtype=np.int64), ctx, self.now())
-        if passed[0]:
+        if passed is None or passed[0]:
             return None
         code, reason, _ = failures[0]
         return Status(code, reason, plugin=NAME)

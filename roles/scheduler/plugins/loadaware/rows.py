@@ -1,18 +1,19 @@
 """Row-aligned arrays of everything Filter and Score need per node, and the vectorised rules over them.
 
-``NodeRows`` has two base halves, refreshed independently:
+``NodeRows`` has two base halves per row, kept as Python values and refreshed independently:
 
-- node-derived (thresholds with the node's annotation override, allocatable from EstimateNode):
-  rewritten when the node object of a row changes;
+- node-derived, a shared :class:`_RowPlan` (thresholds with the node's annotation override,
+  allocatable from EstimateNode): rewritten when the node object of a row changes;
 - cache-derived (found / has-nodeMetric flags, updateTime, existing load per mode): rewritten for
   the rows whose node the assign cache marked dirty.
 
 ``derive``/``derive_row`` turn them into pod-independent arrays, per kind of incoming pod (index
 0: not prod, 1: prod), so that ``filter_rows``/``score_rows`` evaluate reference §2.1.5/§2.1.6 for a
-pod with a handful of vector operations over any subset of rows. Matrices are resource-major
-(resources × nodes): numpy reduces badly over a short last axis, so per-resource rows are combined
-with a Python loop over the few resources instead. The per-node Filter/Score build a one-row
-``NodeRows`` and call the same functions.
+pod with a handful of vector operations over any subset of rows. Both compute a row with the same
+scalar code; ``derive`` writes every row at once. Matrices are resource-major (resources × nodes):
+numpy reduces badly over a short last axis, so per-resource rows are combined with a Python loop
+over the few resources instead. The per-node Filter/Score build a one-row ``NodeRows`` and call the
+same functions.
 
 What depends on the pod only through its class (prod or not, its estimate) is kept per class over
 every row (:meth:`NodeRows.memo`): replicas of one workload share it, and ``derive_row`` updates
@@ -20,7 +21,6 @@ the few rows a cycle refreshes, so a cycle reads the kept arrays instead of reco
 Metric expiry depends on the time, so it is applied per call, skipped while ``now`` is before the
 earliest expiry.
 """
-
 from __future__ import annotations
 
 import functools
@@ -33,7 +33,7 @@ from roles.scheduler.framework.status import UNSCHEDULABLE
 from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, go_round
 from roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
 from roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
-from roles.scheduler.plugins.loadaware.thresholds import node_profile
+from roles.scheduler.plugins.loadaware.thresholds import ANNOTATION_USAGE_THRESHOLDS, node_profile
 
 REASON_EXPIRED = "node(s) nodeMetric expired"
 NEVER = 1 << 62  # a room no estimate reaches: the resource is not checked on that node
@@ -45,46 +45,73 @@ def usage_reason(resource: str, aggregated: bool) -> str:
     return f"node(s) {resource} usage exceed threshold"
 
 
-def go_round_array(x: np.ndarray) -> np.ndarray:
-    """Go's math.Round (half away from zero) element-wise, as int64."""
-    a = np.abs(x)
-    r = np.floor(a)
-    r += (a - r) >= 0.5
-    return (np.sign(x) * r).astype(np.int64)
-
-
-def failing_total_array(thr: np.ndarray, alloc: np.ndarray) -> np.ndarray:
-    """Smallest integer total with ``go_round(total / alloc * 100) > thr`` (element-wise; alloc > 0)."""
-    t = np.maximum(thr, 0)
-    # The real boundary: total / alloc * 100 >= thr + 0.5  <=>  total >= (2 thr + 1) alloc / 200.
-    limit = -((-(2 * t + 1) * alloc) // 200)
-
-    def fails(total: np.ndarray) -> np.ndarray:
-        return go_round_array(total / alloc * 100) > t
-
-    for _ in range(2):  # float rounding in Koordinator's formula can move the boundary by a unit
-        limit = np.where(fails(limit - 1), limit - 1, limit)
-    for _ in range(2):
-        limit = np.where(fails(limit), limit, limit + 1)
-    return limit
-
-
-@functools.lru_cache(maxsize=4096)  # thresholds and allocatables repeat across nodes and cycles
+@functools.lru_cache(maxsize=4096)  # thresholds and allocatables repeat across nodes
 def failing_total(thr: int, alloc: int) -> int:
-    """Scalar twin of :func:`failing_total_array` (same float operations, so the same boundary)."""
+    """Smallest integer total with ``go_round(total / alloc * 100) > thr`` (alloc > 0).
+
+    The boundary is found in integers, then nudged to agree exactly with Koordinator's float
+    formula ``round(total / allocatable * 100) > threshold``.
+    """
     t = max(thr, 0)
+    # The real boundary: total / alloc * 100 >= thr + 0.5  <=>  total >= (2 thr + 1) alloc / 200.
     limit = -((-(2 * t + 1) * alloc) // 200)
 
     def fails(total: int) -> bool:
         return go_round(float(total) / float(alloc) * 100) > t
 
-    for _ in range(2):
+    for _ in range(2):  # float rounding in Koordinator's formula can move the boundary by a unit
         if fails(limit - 1):
             limit -= 1
     for _ in range(2):
         if not fails(limit):
             limit += 1
     return limit
+
+
+class _RowPlan:
+    """What a row's node implies, computed once per distinct (thresholds, allocatable): rows of
+    identical nodes share one plan, so building rows and comparing them is cheap.
+
+    ``kinds[v]`` (v: 0 not prod, 1 prod; the same object when a prod pod is treated like any other)
+    is ``(limits, existing, active, score_existing)``: per resource the smallest failing total
+    (None: not checked), which existing-load vector Filter and Score compare with (an index into
+    the row's ``(node, prod, filter-aggregated, score-aggregated)`` vectors), and whether any
+    threshold is active.
+    """
+
+    __slots__ = ("alloc", "safe_alloc", "agg_key", "agg_reason", "kinds", "needed")
+
+    def __init__(self, args: LoadAwareArgs, resources: tuple[str, ...], profile: Any, alloc: list[int]) -> None:
+        agg = profile.aggregated
+        is_agg = agg is not None
+        # "prod thresholds non-empty" is about the map, not its values (all-zero then passes).
+        has_prod = bool(profile.prod)
+        score_prod = args.score_according_prod_usage
+        score_default = _EX_SAGG if args.aggregated.score_enabled else _EX_NODE
+        self.alloc = alloc
+        self.safe_alloc = [a if a > 0 else 1 for a in alloc]
+        self.agg_key = (agg.aggregation_type, agg.duration) if is_agg else None
+        self.agg_reason = (is_agg, is_agg and not has_prod)
+        kinds = []
+        for v in (0, 1):
+            if v == 1 and not has_prod and not score_prod:
+                kinds.append(kinds[0])  # a prod pod is held and scored like any other here
+                continue
+            if has_prod and v == 1:
+                thresholds, existing = profile.prod, _EX_PROD
+            elif is_agg:
+                thresholds, existing = agg.thresholds, _EX_FAGG
+            else:
+                thresholds, existing = profile.usage, _EX_NODE
+            thr = [int(thresholds.get(name, 0)) for name in resources]
+            limits = [failing_total(t, a) if t > 0 and a > 0 else None for t, a in zip(thr, alloc)]
+            kinds.append((limits, existing, any(t > 0 for t in thr),
+                          _EX_PROD if v == 1 and score_prod else score_default))
+        self.kinds = tuple(kinds)
+        self.needed = {k[1] for k in kinds} | {k[3] for k in kinds}
+
+
+_EX_NODE, _EX_PROD, _EX_FAGG, _EX_SAGG = range(4)  # a row's existing-load vectors
 
 
 class NodeRows:
@@ -97,22 +124,13 @@ class NodeRows:
         self.width = w
         self.n = n
         self.names: list[str] = [""] * n
-        # node-derived
-        self.thr_usage = np.zeros((w, n), dtype=np.int64)
-        self.thr_prod = np.zeros((w, n), dtype=np.int64)
-        self.thr_agg = np.zeros((w, n), dtype=np.int64)
-        self.has_prod = np.zeros(n, dtype=bool)
-        self.is_agg = np.zeros(n, dtype=bool)
-        self.agg_keys: list[tuple[str, float] | None] = [None] * n
-        self.alloc = np.zeros((w, n), dtype=np.int64)
-        # cache-derived
-        self.found = np.zeros(n, dtype=bool)
-        self.has_nm = np.zeros(n, dtype=bool)
-        self.update_time = np.full(n, np.nan)
-        self.ex_node = np.zeros((w, n), dtype=np.int64)
-        self.ex_prod = np.zeros((w, n), dtype=np.int64)
-        self.ex_fagg = np.zeros((w, n), dtype=np.int64)
-        self.ex_sagg = np.zeros((w, n), dtype=np.int64)
+        # The base halves as Python values per row: the node's plan, and (found, has NodeMetric,
+        # updateTime, existing-load vectors) from the assign cache.
+        self._plans: list[_RowPlan | None] = [None] * n
+        self._plan_cache: dict[tuple, _RowPlan] = {}
+        self._loads: list[tuple | None] = [None] * n
+        self._zero = [0] * w
+        self._nevers = [NEVER] * w
         # derived
         self.valid = np.zeros(n, dtype=bool)      # found and status.nodeMetric present
         # room and free of both kinds of pod in one matrix, so derive_row writes a row's column once.
@@ -125,13 +143,9 @@ class NodeRows:
         self.safe_alloc = np.ones((w, n), dtype=np.int64)
         self.weights = [int(args.resource_weights.get(name, 0)) for name in args.resources]
         self._arange = np.arange(n, dtype=np.int64)
-        # The base halves again as Python values per row, for derive_row: reading numpy scalars and
-        # columns back costs more than the arithmetic on a row.
-        self._node_py: list[tuple | None] = [None] * n
-        self._cache_py: list[tuple | None] = [None] * n
         # What derive_row last wrote of a row besides room/free (a Reserve changes neither): unchanged
         # values are not written again.
-        self._flags_py: list[tuple | None] = [None] * n
+        self._flags: list[tuple | None] = [None] * n
         # Per pod class, arrays over every row kept across cycles (see memo()).
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
         # When metrics expire (updateTime + expiration; no updateTime: -inf, always expired): per kind
@@ -142,161 +156,131 @@ class NodeRows:
         self._min_expire_check = [np.inf, np.inf]
         self._min_expire_valid = np.inf
 
-    def _vec(self, amounts: Mapping[str, int]) -> list[int]:
-        return [int(amounts.get(name, 0)) for name in self.resources]
-
     # -- base halves -------------------------------------------------------------------------------
 
     def fill_node(self, row: int, name: str, node: Mapping[str, Any] | None, allocatable_milli: Mapping[str, int],
                   estimator: DefaultEstimator) -> None:
         """Node-derived half of ``row``."""
-        profile = node_profile(node, self.args)
-        agg = profile.aggregated
-        thr_usage, thr_prod = self._vec(profile.usage), self._vec(profile.prod)
-        thr_agg = self._vec(agg.thresholds) if agg is not None else [0] * self.width
-        alloc = self._vec(estimator.estimate_node(node, allocatable_milli))
-        # "prod thresholds non-empty" is about the map, not its values (all-zero then passes).
-        has_prod, is_agg = bool(profile.prod), agg is not None
+        estimated = estimator.estimate_node(node, allocatable_milli)
+        alloc = [int(estimated.get(r, 0)) for r in self.resources]
+        raw = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_USAGE_THRESHOLDS)
+        key = (raw or None, *alloc)
+        plan = self._plan_cache.get(key)
+        if plan is None:
+            plan = self._plan_cache[key] = _RowPlan(self.args, self.resources, node_profile(node, self.args), alloc)
         self.names[row] = name
-        self.thr_usage[:, row] = thr_usage
-        self.thr_prod[:, row] = thr_prod
-        self.has_prod[row] = has_prod
-        self.is_agg[row] = is_agg
-        self.agg_keys[row] = None if agg is None else (agg.aggregation_type, agg.duration)
-        self.thr_agg[:, row] = thr_agg
-        self.alloc[:, row] = alloc
-        self._node_py[row] = (thr_usage, thr_prod, thr_agg, has_prod, is_agg, alloc)
+        self._plans[row] = plan
 
     def fill_cache(self, row: int, cache: PodAssignCache) -> None:
         """Cache-derived half of ``row``; the caller holds ``cache.lock``."""
         n = cache.get(self.names[row])
         if n is None or n.metric is None:
-            zero = [0] * self.width
-            found, has_nm, ut = False, False, None
-            ex_node = ex_prod = ex_fagg = ex_sagg = zero
-        else:
-            found, has_nm, ut = True, n.has_node_metric, n.update_time
-            ex_node, ex_prod = n.existing(False), n.existing(True)
-            key = self.agg_keys[row]
-            ex_fagg = n.existing(False, key[0], key[1]) if key is not None else [0] * self.width
-            agg = self.args.aggregated
-            ex_sagg = (n.existing(False, agg.score_aggregation_type, agg.score_aggregated_duration)
-                       if agg.score_enabled else [0] * self.width)
-        self.found[row] = found
-        self.has_nm[row] = has_nm
-        self.update_time[row] = np.nan if ut is None else ut
-        self.ex_node[:, row] = ex_node
-        self.ex_prod[:, row] = ex_prod
-        self.ex_fagg[:, row] = ex_fagg
-        self.ex_sagg[:, row] = ex_sagg
-        self._cache_py[row] = (found, has_nm, ut, ex_node, ex_prod, ex_fagg, ex_sagg)
+            zero = self._zero
+            self._loads[row] = (False, False, None, (zero, zero, zero, zero))
+            return
+        plan = self._plans[row]
+        needed = plan.needed
+        ex_node = n.existing(False) if _EX_NODE in needed else None
+        ex_prod = n.existing(True) if _EX_PROD in needed else None
+        key = plan.agg_key
+        ex_fagg = n.existing(False, key[0], key[1]) if _EX_FAGG in needed else None
+        agg = self.args.aggregated
+        ex_sagg = (n.existing(False, agg.score_aggregation_type, agg.score_aggregated_duration)
+                   if _EX_SAGG in needed else None)
+        self._loads[row] = (True, n.has_node_metric, n.update_time, (ex_node, ex_prod, ex_fagg, ex_sagg))
 
     # -- derived arrays ----------------------------------------------------------------------------
 
-    def _score_existing(self, v: int) -> np.ndarray:
-        if v == 1 and self.args.score_according_prod_usage:
-            return self.ex_prod
-        if self.args.aggregated.score_enabled:
-            return self.ex_sagg
-        return self.ex_node
+    def _row_values(self, row: int) -> tuple[list[int], tuple]:
+        """(room and free of both kinds of pod, flags) of ``row``, from its base halves.
+
+        Filter needs, per resource, the ``room`` left before the rounded usage percentage exceeds
+        the threshold: the pod fails there iff its estimate >= room (the plan's limit, see
+        :func:`failing_total`, minus the existing load). Rows whose usage is not checked get NEVER,
+        so Filter needs no mask for them.
+        """
+        plan = self._plans[row]
+        found, has_nm, ut, existing = self._loads[row]
+        valid = found and has_nm
+        kind0, kind1 = plan.kinds
+        per_kind = []
+        for limits, ex, active, score_ex in (kind0,) if kind1 is kind0 else (kind0, kind1):
+            if active and valid:
+                room = [NEVER if limit is None else limit - e for limit, e in zip(limits, existing[ex])]
+            else:
+                room = self._nevers
+            per_kind.append(room)
+            per_kind.append([a - e if a > 0 else -1 for a, e in zip(plan.alloc, existing[score_ex])])
+        if kind1 is kind0:
+            counts = per_kind[0] + per_kind[0] + per_kind[1] + per_kind[1]
+        else:
+            counts = per_kind[0] + per_kind[2] + per_kind[1] + per_kind[3]
+        expire = -np.inf if ut is None else ut + self.args.node_metric_expiration_seconds
+        return counts, (plan, expire, valid, kind0[2] and found, kind1[2] and found)
 
     def derive(self) -> None:
-        """Recompute every derived array from the base arrays (vectorised; after a rebuild).
-
-        Filter needs, per row and resource, the ``room`` left before the rounded usage percentage
-        exceeds the threshold: the pod fails there iff its estimate >= room. The boundary is found
-        in integers, then nudged to agree exactly with Koordinator's float formula
-        ``round(total / allocatable * 100) > threshold``.
-        """
+        """Recompute every derived array from the base halves (after a rebuild)."""
         self._memo.clear()
-        self._flags_py = [None] * self.n
-        args = self.args
-        alloc = self.alloc
-        has_alloc = alloc > 0
-        self.safe_alloc = np.where(has_alloc, alloc, 1)
-        ut = self.update_time
-        expire_at = np.where(np.isnan(ut), -np.inf, ut + args.node_metric_expiration_seconds)
-        self.valid = self.found & self.has_nm
+        n, w = self.n, self.width
+        values = [self._row_values(row) for row in range(n)]
+        if not n:
+            return
+        self._counts[...] = np.array([counts for counts, _ in values], dtype=np.int64).reshape(n, 4 * w).T
+        self._flags = flags = [f for _, f in values]
+        plans = [f[0] for f in flags]
+        expire = np.array([f[1] for f in flags], dtype=np.float64)
+        self.valid = np.array([f[2] for f in flags], dtype=bool)
+        self.safe_alloc = np.array([p.safe_alloc for p in plans], dtype=np.int64).reshape(n, w).T.copy()
         for v in (0, 1):
-            prod_mode = self.has_prod & bool(v)
-            is_agg = self.is_agg & ~prod_mode
-            thr = np.where(prod_mode, self.thr_prod, np.where(is_agg, self.thr_agg, self.thr_usage))
-            existing = np.where(prod_mode, self.ex_prod, np.where(is_agg, self.ex_fagg, self.ex_node))
-            active = thr > 0
-            limit = failing_total_array(thr, self.safe_alloc)
-            check_expired = active.any(axis=0) & self.found
-            check_usage = check_expired & self.has_nm
-            # Rows whose usage is not checked get NEVER too, so Filter needs no mask for them.
-            self.room[v][...] = np.where(active & has_alloc & check_usage, limit - existing, NEVER)
-            self.agg_reason[v] = is_agg
-            self.free[v][...] = np.where(has_alloc, alloc - self._score_existing(v), -1)
-            self.expire_check[v] = np.where(check_expired, expire_at, np.inf)
-            self._min_expire_check[v] = float(self.expire_check[v].min()) if self.n else np.inf
-        self.expire_valid = np.where(self.valid, expire_at, np.inf)
-        self._min_expire_valid = float(self.expire_valid.min()) if self.n else np.inf
+            self.agg_reason[v] = np.array([p.agg_reason[v] for p in plans], dtype=bool)
+            checked = np.array([f[3 + v] for f in flags], dtype=bool)
+            self.expire_check[v] = np.where(checked, expire, np.inf)
+            self._min_expire_check[v] = float(self.expire_check[v].min())
+        self.expire_valid = np.where(self.valid, expire, np.inf)
+        self._min_expire_valid = float(self.expire_valid.min())
 
     def derive_row(self, row: int) -> None:
-        """:meth:`derive` for one row, in plain Python (cheap for the few rows a cycle refreshes)."""
-        args = self.args
-        thr_usage, thr_prod, thr_agg, has_prod, is_agg, alloc = self._node_py[row]
-        found, has_nm, ut, ex_node, ex_prod, ex_fagg, ex_sagg = self._cache_py[row]
-        expire = -np.inf if ut is None else ut + args.node_metric_expiration_seconds
-        valid = found and has_nm
-        safe_alloc = [a if a > 0 else 1 for a in alloc]
-        score_prod = args.score_according_prod_usage
-        per_kind = []
-        for v in (0, 1):
-            if v == 1 and not has_prod and not score_prod:
-                room, active, free = per_kind[0]  # a prod pod is held and scored like any other here
-            else:
-                prod_mode = has_prod and v == 1
-                if prod_mode:
-                    thr, existing = thr_prod, ex_prod
-                elif is_agg:
-                    thr, existing = thr_agg, ex_fagg
-                else:
-                    thr, existing = thr_usage, ex_node
-                active = any(t > 0 for t in thr)
-                if active and found and has_nm:
-                    room = [failing_total(t, a) - e if t > 0 and a > 0 else NEVER
-                            for t, a, e in zip(thr, alloc, existing)]
-                else:
-                    room = [NEVER] * len(thr)
-                score_existing = (ex_prod if v == 1 and score_prod else
-                                  ex_sagg if args.aggregated.score_enabled else ex_node)
-                free = [a - e if a > 0 else -1 for a, e in zip(alloc, score_existing)]
-            per_kind.append((room, active, free))
-        self._counts[:, row] = per_kind[0][0] + per_kind[1][0] + per_kind[0][2] + per_kind[1][2]
-        agg = (is_agg, is_agg and not has_prod)
-        checked = (per_kind[0][1] and found, per_kind[1][1] and found)
-        flags = (expire, valid, safe_alloc, agg, checked)
-        if flags != self._flags_py[row]:
-            self._flags_py[row] = flags
+        """:meth:`derive` for one row (the few rows a cycle refreshes), updating the kept memos too."""
+        counts, flags = self._row_values(row)
+        self._counts[:, row] = counts
+        plan, expire, valid, checked0, checked1 = flags
+        if flags != self._flags[row]:
+            self._flags[row] = flags
             self.valid[row] = valid
             self.expire_valid[row] = expire if valid else np.inf
-            self.safe_alloc[:, row] = safe_alloc
-            for v in (0, 1):
-                self.agg_reason[v][row] = agg[v]
-                self.expire_check[v][row] = expire if checked[v] else np.inf
+            self.safe_alloc[:, row] = plan.safe_alloc
+            for v, checked in ((0, checked0), (1, checked1)):
+                self.agg_reason[v][row] = plan.agg_reason[v]
+                self.expire_check[v][row] = expire if checked else np.inf
         # (the bounds only go down here; expired_for_* raise them to the truth when reached)
-        if valid:
-            self._min_expire_valid = min(self._min_expire_valid, expire)
-        for v in (0, 1):
-            if checked[v]:
-                self._min_expire_check[v] = min(self._min_expire_check[v], expire)
-        dom = args.dominant_resource_weight
-        for (kind, v, estimate), values in self._memo.items():
-            room, _, free = per_kind[v]
+        if valid and expire < self._min_expire_valid:
+            self._min_expire_valid = expire
+        for v, checked in ((0, checked0), (1, checked1)):
+            if checked and expire < self._min_expire_check[v]:
+                self._min_expire_check[v] = expire
+        if not self._memo:
+            return
+        w = self.width
+        dom = self.args.dominant_resource_weight
+        for (kind, v, estimate), kept in self._memo.items():
+            values = kept.values
             if kind == _FAILURE:
-                first = next((r for r, (rm, e) in enumerate(zip(room, estimate)) if rm <= e), -1)
-                values[row] = -1 if first < 0 else 2 * first + agg[v]
+                room = counts[v * w:(v + 1) * w]
+                code = -1
+                for r in range(w):
+                    if room[r] <= estimate[r]:
+                        code = 2 * r + plan.agg_reason[v]
+                        break
+                kept.failing += (code >= 0) - (values.item(row) >= 0)
+                values[row] = code
             else:
-                values[row] = least_used_score(free, safe_alloc, estimate, self.weights, dom) if valid else 0
+                values[row] = (least_used_score(counts[(2 + v) * w:(3 + v) * w], plan.safe_alloc, estimate,
+                                                self.weights, dom) if valid else 0)
 
     def is_all(self, idx: np.ndarray) -> bool:
         return len(idx) == self.n and (self.n == 0 or bool((idx == self._arange).all()))
 
-    def memo(self, kind: str, v: int, estimate: tuple[int, ...]) -> np.ndarray:
+    def memo(self, kind: str, v: int, estimate: tuple[int, ...]) -> "_Kept":
         """Filter's failure codes (``"failure"``, see :func:`_failure_codes`) or Score's scores before
         expiry (``"score"``) on every row, for one class of pod (prod or not, its estimate); callers
         must not modify the array.
@@ -305,14 +289,19 @@ class NodeRows:
         refreshes change (the node the previous pod went to): it updates them here too.
         """
         key = (kind, v, estimate)
-        values = self._memo.get(key)
-        if values is None:
+        kept = self._memo.get(key)
+        if kept is None:
             if len(self._memo) >= MEMO_CLASSES:
                 self._memo.popitem(last=False)
-            values = self._memo[key] = (_failure_codes if kind == _FAILURE else _scores)(self, v, estimate)
+            if kind == _FAILURE:
+                codes = _failure_codes(self, v, estimate)
+                kept = _Kept(codes, int(np.count_nonzero(codes >= 0)))
+            else:
+                kept = _Kept(_scores(self, v, estimate), 0)
+            self._memo[key] = kept
         else:
             self._memo.move_to_end(key)
-        return values
+        return kept
 
     def expired_for_filter(self, v: int, now: float) -> np.ndarray | None:
         """Rows whose NodeMetric Filter sees as expired at ``now`` (None: none)."""
@@ -332,6 +321,17 @@ class NodeRows:
 
 _FAILURE, _SCORE = "failure", "score"
 MEMO_CLASSES = 8  # pod classes whose arrays NodeRows keeps
+
+
+class _Kept:
+    """One pod class's array over every row (:meth:`NodeRows.memo`) and, for Filter's failure
+    codes, how many rows fail: a class that fails nowhere skips looking at the rows."""
+
+    __slots__ = ("values", "failing")
+
+    def __init__(self, values: np.ndarray, failing: int) -> None:
+        self.values = values
+        self.failing = failing
 
 
 class PodContext:
@@ -393,19 +393,22 @@ def _scores(rows: NodeRows, v: int, estimate: tuple[int, ...]) -> np.ndarray:
     return total
 
 
-def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> tuple[np.ndarray, list]:
-    """(passed, [(code, reason, mask)]) for ``rows`` at ``idx`` (reference §2.1.5)."""
+def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> tuple[np.ndarray | None, list]:
+    """(passed, [(code, reason, mask)]) for ``rows`` at ``idx`` (reference §2.1.5); passed None:
+    every row passed."""
     k = len(idx)
     if pod.daemonset or k == 0:
-        return np.ones(k, dtype=bool), []
+        return None, []
     args = rows.args
-    full = rows.is_all(idx)
     v = 1 if pod.prod else 0
-    codes = rows.memo(_FAILURE, v, tuple(pod.estimate or [0] * rows.width))
-    codes = codes if full else codes[idx]
+    kept = rows.memo(_FAILURE, v, tuple(pod.estimate or [0] * rows.width))
+    expired = rows.expired_for_filter(v, now) if args.filter_expired_node_metrics else None
+    if expired is None and not kept.failing:
+        return None, []
+    full = rows.is_all(idx)
+    codes = kept.values if full else kept.values[idx]
     failures: list = []
     passed = None
-    expired = rows.expired_for_filter(v, now) if args.filter_expired_node_metrics else None
     if expired is not None:
         expired = expired if full else expired[idx]
         if expired.any():
@@ -415,7 +418,7 @@ def filter_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) ->
             codes = np.where(expired, -1, codes)  # their usage is not checked
     failing = codes >= 0
     if not failing.any():
-        return (np.ones(k, dtype=bool) if passed is None else passed), failures
+        return passed, failures
     passed = ~failing if passed is None else passed & ~failing
     for c in np.unique(codes[failing]).tolist():
         failures.append((UNSCHEDULABLE, usage_reason(rows.resources[c // 2], bool(c % 2)), codes == c))
@@ -428,7 +431,7 @@ def score_rows(rows: NodeRows, idx: np.ndarray, pod: PodContext, now: float) -> 
     if k == 0 or sum(rows.weights) + rows.args.dominant_resource_weight <= 0 or pod.estimate is None:
         return np.zeros(k, dtype=np.int64)
     full = rows.is_all(idx)
-    scores = rows.memo(_SCORE, 1 if pod.prod else 0, tuple(pod.estimate))
+    scores = rows.memo(_SCORE, 1 if pod.prod else 0, tuple(pod.estimate)).values
     total = scores.copy() if full else scores[idx]
     expired = rows.expired_for_score(now)
     if expired is not None:
