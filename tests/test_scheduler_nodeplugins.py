@@ -647,3 +647,25 @@ def test_every_module_exposes_name_and_factory():
     for m in (queuesort, schedulinggates, noderesources, nodename, nodeunschedulable, nodeaffinity,
               tainttoleration, nodeports, imagelocality, defaultbinder):
         assert m.new({}, PluginHandle()).name == m.NAME
+
+
+def test_snapshot_flag_counts_follow_node_updates():
+    # Filters and TaintToleration's score skip the rows when no node has the flag: the counts must
+    # follow cordons, taints and their removal, including on a row rewritten with the same flags.
+    import random
+
+    rng = random.Random(5)
+    effects = ["NoSchedule", "NoExecute", "PreferNoSchedule"]
+    snapshot = Snapshot([make_node(f"n{i}") for i in range(8)])
+    unschedulable = nodeunschedulable.NodeUnschedulable()
+    pod = make_pod("p")
+    for step in range(200):
+        name = f"n{rng.randrange(8)}"
+        taints = [{"key": "k", "effect": e} for e in effects if rng.random() < 0.3]
+        snapshot.update_node(make_node(name, taints=taints, unschedulable=rng.random() < 0.3, rv=str(step)))
+        assert snapshot.unschedulable_rows == int(snapshot.unschedulable.sum())
+        assert snapshot.tainted_rows == int(snapshot.has_taints.sum())
+        assert snapshot.prefer_no_schedule_rows == int(snapshot.has_prefer_no_schedule.sum())
+        rows = snapshot.all_rows()
+        result = unschedulable.filter_nodes(None, pod, snapshot, rows)
+        assert result.passed.tolist() == (~snapshot.unschedulable).tolist()

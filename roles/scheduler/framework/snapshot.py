@@ -36,7 +36,8 @@ class Snapshot:
     - ``non_zero_requested``: (nodes × 2) cpu and memory with kube's defaults for request-less pods;
     - ``pod_count``/``allowed_pods``: pods on the node and ``status.allocatable.pods``;
     - ``unschedulable``: ``spec.unschedulable``; ``has_taints``: any NoSchedule/NoExecute taint;
-      ``has_prefer_no_schedule``: any PreferNoSchedule taint;
+      ``has_prefer_no_schedule``: any PreferNoSchedule taint (``unschedulable_rows``, ``tainted_rows``,
+      ``prefer_no_schedule_rows``: how many rows have each);
     - ``node_versions``: changes when the row's node object was replaced (plugins' per-node caches).
     """
 
@@ -49,6 +50,10 @@ class Snapshot:
         self.have_pods_with_affinity: list[NodeInfo] = []
         self.have_pods_with_required_anti_affinity: list[NodeInfo] = []
         self._node_version_counter = 0
+        # Rows written since ``_log_start`` (the value of ``write_seq`` then), for per-row caches.
+        self.write_seq = 0
+        self._log_start = 0
+        self._write_log: list[int] = []
         self._all_rows: np.ndarray | None = None
         self._allocate(0)
         self.set_nodes(list(node_infos))
@@ -66,6 +71,13 @@ class Snapshot:
     def node_version(self) -> int:
         """The highest value in ``node_versions``: rows above a version seen earlier have new node objects."""
         return self._node_version_counter
+
+    def rows_written_since(self, seq: int) -> list[int] | None:
+        """Rows rewritten since ``write_seq`` was ``seq`` (repeats possible); None when that is too far
+        back to tell (the log is bounded): the caller recomputes every row."""
+        if seq < self._log_start:
+            return None
+        return self._write_log[seq - self._log_start:]
 
     def column(self, resource: str) -> int | None:
         return self.columns.get(resource)
@@ -141,6 +153,8 @@ class Snapshot:
         self.unschedulable = np.zeros(n, dtype=bool)
         self.has_taints = np.zeros(n, dtype=bool)
         self.has_prefer_no_schedule = np.zeros(n, dtype=bool)
+        # How many rows have each flag: plugins skip looking at rows when none has it.
+        self.unschedulable_rows = self.tainted_rows = self.prefer_no_schedule_rows = 0
         # Bumped when a row's node object (labels, taints, images) is replaced, so that plugin caches
         # compare one array instead of scanning every NodeInfo.
         self.node_versions = np.zeros(n, dtype=np.int64)
@@ -158,6 +172,10 @@ class Snapshot:
             self.columns_version += 1
 
     def _write_row(self, row: int, ni: NodeInfo) -> None:
+        if len(self._write_log) >= 4 * len(self.node_infos) + 64:
+            self._log_start, self._write_log = self.write_seq, []
+        self._write_log.append(row)
+        self.write_seq += 1
         if self._row_nodes[row] is not ni.node:
             self._row_nodes[row] = ni.node
             self._node_version_counter += 1
@@ -180,7 +198,13 @@ class Snapshot:
         self.non_zero_requested[row, 1] = _clamp(ni.non_zero_memory)
         self.pod_count[row] = len(ni.pods)
         self.allowed_pods[row] = ni.allowed_pods
-        self.unschedulable[row] = ni.unschedulable
         effects = {t.get("effect") for t in ni.taints}
-        self.has_taints[row] = bool(effects & {"NoSchedule", "NoExecute"})
-        self.has_prefer_no_schedule[row] = "PreferNoSchedule" in effects
+        unschedulable = bool(ni.unschedulable)
+        tainted = bool(effects & {"NoSchedule", "NoExecute"})
+        prefer = "PreferNoSchedule" in effects
+        self.unschedulable_rows += unschedulable - bool(self.unschedulable[row])
+        self.tainted_rows += tainted - bool(self.has_taints[row])
+        self.prefer_no_schedule_rows += prefer - bool(self.has_prefer_no_schedule[row])
+        self.unschedulable[row] = unschedulable
+        self.has_taints[row] = tainted
+        self.has_prefer_no_schedule[row] = prefer

@@ -50,6 +50,7 @@ class NodeChangeTracker:
         self._layout = -1
         self._nodes: list = []
         self._versions: np.ndarray | None = None
+        self._newest = -1  # the snapshot's node_version when _versions was taken
         self._token: Any = None
 
     def sync(self, snapshot: Any, token: Any = None) -> np.ndarray | None:
@@ -66,7 +67,11 @@ class NodeChangeTracker:
         if isinstance(versions, np.ndarray) and len(versions) == len(snapshot):
             if not same_layout or self._versions is None or len(self._versions) != len(versions):
                 self._snapshot, self._layout, self._versions = snapshot, snapshot.layout_version, versions.copy()
+                self._newest = snapshot.node_version
                 return None
+            if snapshot.node_version == self._newest:
+                return _NO_ROWS  # versions only grow: no row has a newer one
+            self._newest = snapshot.node_version
             changed = np.flatnonzero(versions != self._versions)
             if len(changed):
                 self._versions[changed] = versions[changed]

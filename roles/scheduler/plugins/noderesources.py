@@ -9,10 +9,12 @@ a time; amounts are milli-units for every resource, which leaves every ratio unc
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from roles.scheduler.framework.classmemo import ClassMemo
 from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterPlugin,
                                                   PreFilterResult, PreScorePlugin, ScorePlugin)
@@ -315,6 +317,45 @@ def _balanced_cpu_memory(snapshot: Any, rows: np.ndarray, resources: Sequence[tu
     return np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
+def _cpu_memory_pair(resources: Sequence[tuple[str, int]], requests: Sequence[int]) -> tuple[int, int]:
+    """The pod's ``requests`` (aligned with ``resources``, cpu and memory only) as (cpu, memory)."""
+    pair = [0, 0]
+    for (name, _), amount in zip(resources, requests):
+        pair[0 if name == CPU else 1] = amount
+    return pair[0], pair[1]
+
+
+_SCALAR_LIMIT = _INT64_MAX // (4 * MAX_NODE_SCORE)  # below it, Python ints and int64 agree on these formulas
+
+
+def _least_allocated_cpu_memory_row(snapshot: Any, row: int, weights: tuple[int, int],
+                                    requests: tuple[int, int]) -> int | None:
+    """:func:`_least_allocated_cpu_memory` for one row in plain Python (None: outside its fast path)."""
+    a_cpu, a_mem = snapshot.cpu_memory_allocatable[row].tolist()
+    r_cpu, r_mem = snapshot.non_zero_requested[row].tolist()
+    r_cpu += requests[0]
+    r_mem += requests[1]
+    if min(a_cpu, a_mem) <= 0 or max(a_cpu, a_mem, r_cpu, r_mem) > _SCALAR_LIMIT:
+        return None
+    s_cpu = max(a_cpu - r_cpu, 0) * MAX_NODE_SCORE // a_cpu
+    s_mem = max(a_mem - r_mem, 0) * MAX_NODE_SCORE // a_mem
+    return (s_cpu * weights[0] + s_mem * weights[1]) // (weights[0] + weights[1])
+
+
+def _balanced_cpu_memory_row(snapshot: Any, row: int, requests: tuple[int, int]) -> int | None:
+    """:func:`_balanced_cpu_memory` for one row in plain Python, with the same float operations."""
+    a_cpu, a_mem = snapshot.cpu_memory_allocatable[row].tolist()
+    r_cpu, r_mem = snapshot.cpu_memory_requested[row].tolist()
+    r_cpu += requests[0]
+    r_mem += requests[1]
+    if min(a_cpu, a_mem) <= 0 or max(r_cpu, r_mem) > _SCALAR_LIMIT:
+        return None
+    f_cpu = min(float(r_cpu) / float(a_cpu), 1.0)
+    f_mem = min(float(r_mem) / float(a_mem), 1.0)
+    std = abs((f_cpu - f_mem) / 2)
+    return math.trunc((1 - std) * MAX_NODE_SCORE)
+
+
 # -- NodeResourcesFit ----------------------------------------------------------------------------------
 
 class _FitRequest:
@@ -368,6 +409,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self.resources: list[tuple[str, int]] = parsed["resources"]
         self.shape: list[tuple[int, int]] | None = parsed["shape"]
         self._cpu_memory_only = bool(self.resources) and all(n in (CPU, MEMORY) for n, _ in self.resources)
+        self._scores_memo: ClassMemo | None = None
+        if self.strategy == LEAST_ALLOCATED and self._cpu_memory_only:
+            weights = [0, 0]
+            for name, weight in self.resources:
+                weights[0 if name == CPU else 1] += weight
+            self._pair_weights = (weights[0], weights[1])
+            self._scores_memo = ClassMemo(lambda snapshot, key: self._scores(snapshot, snapshot.all_rows(), key),
+                                          self._score_row)
         # Per-pod cache key: the checks depend on this instance's ignored resources.
         self._cache_key = f"noderesources.fit:{sorted(self.ignored)}:{sorted(self.ignored_groups)}"
 
@@ -437,6 +486,20 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         requests = state.read(_PRE_SCORE_KEY)
         if requests is None:
             requests = self._score_requests(pod)
+        if self._scores_memo is not None:
+            kept = self._scores_memo.values(snapshot, tuple(requests))
+            if kept is not None:
+                return kept.take(rows)
+        return self._scores(snapshot, rows, requests)
+
+    def _score_row(self, snapshot: Any, row: int, requests: tuple[int, ...]) -> int:
+        score = _least_allocated_cpu_memory_row(snapshot, row, self._pair_weights,
+                                                _cpu_memory_pair(self.resources, requests))
+        if score is None:
+            score = int(self._scores(snapshot, np.array([row], dtype=np.int64), requests)[0])
+        return score
+
+    def _scores(self, snapshot: Any, rows: np.ndarray, requests: Sequence[int]) -> np.ndarray:
         if self.strategy == LEAST_ALLOCATED and self._cpu_memory_only:
             fast = _least_allocated_cpu_memory(snapshot, rows, self.resources, requests)
             if fast is not None:
@@ -500,6 +563,11 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     def __init__(self, args: Mapping[str, Any] | None = None, handle: Any = None) -> None:
         self.handle = handle
         self.resources = _resource_specs((args or {}).get("resources"), "resources")
+        self._cpu_memory_only = len(self.resources) == 2 and all(n in (CPU, MEMORY) for n, _ in self.resources)
+        self._scores_memo: ClassMemo | None = None
+        if self._cpu_memory_only:
+            self._scores_memo = ClassMemo(lambda snapshot, key: self._scores(snapshot, snapshot.all_rows(), key),
+                                          self._score_row)
 
     def _requests(self, pod: PodInfo) -> list[int]:
         return [pod.requests.get(name, 0) for name, _ in self.resources]
@@ -518,7 +586,20 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             requests = self._requests(pod)
             if not any(requests):
                 return np.zeros(len(rows), dtype=np.int64)
-        if len(self.resources) == 2 and all(n in (CPU, MEMORY) for n, _ in self.resources):
+        if self._scores_memo is not None:
+            kept = self._scores_memo.values(snapshot, tuple(requests))
+            if kept is not None:
+                return kept.take(rows)
+        return self._scores(snapshot, rows, requests)
+
+    def _score_row(self, snapshot: Any, row: int, requests: tuple[int, ...]) -> int:
+        score = _balanced_cpu_memory_row(snapshot, row, _cpu_memory_pair(self.resources, requests))
+        if score is None:
+            score = int(self._scores(snapshot, np.array([row], dtype=np.int64), requests)[0])
+        return score
+
+    def _scores(self, snapshot: Any, rows: np.ndarray, requests: Sequence[int]) -> np.ndarray:
+        if self._cpu_memory_only:
             fast = _balanced_cpu_memory(snapshot, rows, self.resources, requests)
             if fast is not None:
                 return fast

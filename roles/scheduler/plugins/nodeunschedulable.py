@@ -33,6 +33,8 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         return None
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, snapshot: Any, rows: np.ndarray) -> BatchFilterResult:
+        if not snapshot.unschedulable_rows:
+            return BatchFilterResult.all_pass(len(rows))
         cordoned = snapshot.unschedulable[rows]
         if not cordoned.any() or pod.cached(NAME, _tolerates_unschedulable):
             return BatchFilterResult.all_pass(len(rows))

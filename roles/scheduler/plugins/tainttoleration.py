@@ -129,7 +129,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, untolerated_reason(taint))
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, snapshot: Any, rows: np.ndarray) -> BatchFilterResult:
-        if not snapshot.has_taints[rows].any():
+        if not snapshot.tainted_rows or not snapshot.has_taints[rows].any():
             return BatchFilterResult.all_pass(len(rows))
         tolerations = pod.cached("tainttoleration.tolerations", _tolerations)
         sig = pod.cached("tainttoleration.signature", _signature)
@@ -155,6 +155,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
 
     def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Any, rows: np.ndarray) -> np.ndarray:
         scores = np.zeros(len(rows), dtype=np.int64)
+        if not snapshot.prefer_no_schedule_rows:
+            return scores
         with_prefer = np.flatnonzero(snapshot.has_prefer_no_schedule[rows])
         if len(with_prefer):
             tolerations = self._prefer(state, pod)
