@@ -129,10 +129,20 @@ def test_usage_reaches_nodemetric_batch_resources_and_placement(fresh_crd_server
         assert family in exposed, family
 
     # manager: batch-cpu = 60% of 8 cores - system - LS usage: none left on the hot node, ~4.45 cores on the cold.
-    wait_until(lambda: batch_cpu(api, "sim-cold") is not None and batch_cpu(api, "sim-hot") is not None,
-               timeout=30, message="batch resources on both nodes")
-    assert batch_cpu(api, "sim-hot") < 300
-    assert 3900 <= batch_cpu(api, "sim-cold") <= 4700
+    # As for the hot node's report above, an early cold-node report can be skewed by a short window:
+    # the manager recomputes on every report, so wait for values settled on the simulated usage.
+    batches: list = []
+
+    def batch_settled():
+        batches.append((batch_cpu(api, "sim-hot"), batch_cpu(api, "sim-cold")))
+        hot, cold = batches[-1]
+        return hot is not None and cold is not None and hot < 300 and 3900 <= cold <= 4700
+
+    try:
+        wait_until(batch_settled, timeout=60, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"batch-cpu milli (hot, cold) seen {batches[-5:]}, expected < 300 on the hot "
+                             "node and 3900..4700 on the cold one") from None
 
     # scheduler: requests are equal on both nodes, so only the reported load tells them apart.
     parts.append(InProcessScheduler(kubeconfig).start())

@@ -85,7 +85,17 @@ class BatchFilterResult:
 
     @classmethod
     def all_pass(cls, n: int) -> "BatchFilterResult":
-        return cls(np.ones(n, dtype=bool), all_passed=True)
+        """Every one of ``n`` rows passed (``passed`` is a shared read-only array)."""
+        passed = _ALL_PASSED.get(n)
+        if passed is None:
+            if len(_ALL_PASSED) >= 64:
+                _ALL_PASSED.clear()
+            passed = _ALL_PASSED[n] = np.ones(n, dtype=bool)
+            passed.flags.writeable = False
+        return cls(passed, all_passed=True)
+
+
+_ALL_PASSED: dict[int, np.ndarray] = {}  # by length; candidate counts repeat cycle after cycle
 
 
 @dataclass
