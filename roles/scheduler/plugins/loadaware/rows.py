@@ -21,6 +21,7 @@ the few rows a cycle refreshes, so a cycle reads the kept arrays instead of reco
 Metric expiry depends on the time, so it is applied per call, skipped while ``now`` is before the
 earliest expiry.
 """
+
 from __future__ import annotations
 
 import functools
