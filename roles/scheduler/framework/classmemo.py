@@ -14,20 +14,21 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-AllRows = Callable[[Any, Hashable], np.ndarray]
-OneRow = Callable[[Any, int, Hashable], int]
+Compute = Callable[[Any, np.ndarray, Hashable], np.ndarray]
+OneRow = Callable[[Any, int, Hashable], "int | None"]
 
 
 class ClassMemo:
-    """``values(snapshot, key)``: the array ``all_rows(snapshot, key)`` kept current row by row.
+    """``values(snapshot, key)``: the array ``compute(snapshot, every row, key)`` kept current row by row.
 
     A class is kept from the second time it is asked for (a pod unlike any other would pay for
-    every row instead of its candidates); ``values`` returns None the first time. ``one_row`` must
-    give exactly what ``all_rows`` gives for that row. The scheduling thread owns the memo.
+    every row instead of its candidates); ``values`` returns None the first time. ``one_row`` is
+    a cheaper form of ``compute`` for one row and must give exactly the same value, or None to
+    have ``compute`` run on that row. The scheduling thread owns the memo.
     """
 
-    def __init__(self, all_rows: AllRows, one_row: OneRow, classes: int = 8) -> None:
-        self._all_rows = all_rows
+    def __init__(self, compute: Compute, one_row: OneRow, classes: int = 8) -> None:
+        self._compute = compute
         self._one_row = one_row
         self._classes = classes
         self._entries: OrderedDict[Hashable, list] = OrderedDict()  # key -> [values, write_seq]
@@ -51,16 +52,24 @@ class ClassMemo:
                 return None
             if len(self._entries) >= self._classes:
                 self._entries.popitem(last=False)
-            entry = self._entries[key] = [self._all_rows(snapshot, key), snapshot.write_seq]
+            entry = self._entries[key] = [self._compute(snapshot, snapshot.all_rows(), key), snapshot.write_seq]
             return entry[0]
         self._entries.move_to_end(key)
         if entry[1] != snapshot.write_seq:
             changed = snapshot.rows_written_since(entry[1])
             if changed is None:
-                entry[0] = self._all_rows(snapshot, key)
+                entry[0] = self._compute(snapshot, snapshot.all_rows(), key)
             else:
                 values, one_row = entry[0], self._one_row
                 for row in set(changed):
-                    values[row] = one_row(snapshot, row, key)
+                    value = one_row(snapshot, row, key)
+                    if value is None:
+                        value = self._compute(snapshot, np.array([row], dtype=np.int64), key)[0]
+                    values[row] = value
             entry[1] = snapshot.write_seq
         return entry[0]
+
+    def take(self, snapshot: Any, key: Hashable, rows: np.ndarray) -> np.ndarray:
+        """The class's values at ``rows``: from the kept array, or computed for ``rows`` alone the first time."""
+        kept = self.values(snapshot, key)
+        return self._compute(snapshot, rows, key) if kept is None else kept.take(rows)

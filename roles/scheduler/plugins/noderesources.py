@@ -415,8 +415,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             for name, weight in self.resources:
                 weights[0 if name == CPU else 1] += weight
             self._pair_weights = (weights[0], weights[1])
-            self._scores_memo = ClassMemo(lambda snapshot, key: self._scores(snapshot, snapshot.all_rows(), key),
-                                          self._score_row)
+            self._scores_memo = ClassMemo(self._scores, lambda snapshot, row, key: _least_allocated_cpu_memory_row(
+                snapshot, row, self._pair_weights, _cpu_memory_pair(self.resources, key)))
         # Per-pod cache key: the checks depend on this instance's ignored resources.
         self._cache_key = f"noderesources.fit:{sorted(self.ignored)}:{sorted(self.ignored_groups)}"
 
@@ -487,17 +487,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         if requests is None:
             requests = self._score_requests(pod)
         if self._scores_memo is not None:
-            kept = self._scores_memo.values(snapshot, tuple(requests))
-            if kept is not None:
-                return kept.take(rows)
+            return self._scores_memo.take(snapshot, tuple(requests), rows)
         return self._scores(snapshot, rows, requests)
-
-    def _score_row(self, snapshot: Any, row: int, requests: tuple[int, ...]) -> int:
-        score = _least_allocated_cpu_memory_row(snapshot, row, self._pair_weights,
-                                                _cpu_memory_pair(self.resources, requests))
-        if score is None:
-            score = int(self._scores(snapshot, np.array([row], dtype=np.int64), requests)[0])
-        return score
 
     def _scores(self, snapshot: Any, rows: np.ndarray, requests: Sequence[int]) -> np.ndarray:
         if self.strategy == LEAST_ALLOCATED and self._cpu_memory_only:
@@ -566,8 +557,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         self._cpu_memory_only = len(self.resources) == 2 and all(n in (CPU, MEMORY) for n, _ in self.resources)
         self._scores_memo: ClassMemo | None = None
         if self._cpu_memory_only:
-            self._scores_memo = ClassMemo(lambda snapshot, key: self._scores(snapshot, snapshot.all_rows(), key),
-                                          self._score_row)
+            self._scores_memo = ClassMemo(self._scores, lambda snapshot, row, key: _balanced_cpu_memory_row(
+                snapshot, row, _cpu_memory_pair(self.resources, key)))
 
     def _requests(self, pod: PodInfo) -> list[int]:
         return [pod.requests.get(name, 0) for name, _ in self.resources]
@@ -587,16 +578,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             if not any(requests):
                 return np.zeros(len(rows), dtype=np.int64)
         if self._scores_memo is not None:
-            kept = self._scores_memo.values(snapshot, tuple(requests))
-            if kept is not None:
-                return kept.take(rows)
+            return self._scores_memo.take(snapshot, tuple(requests), rows)
         return self._scores(snapshot, rows, requests)
-
-    def _score_row(self, snapshot: Any, row: int, requests: tuple[int, ...]) -> int:
-        score = _balanced_cpu_memory_row(snapshot, row, _cpu_memory_pair(self.resources, requests))
-        if score is None:
-            score = int(self._scores(snapshot, np.array([row], dtype=np.int64), requests)[0])
-        return score
 
     def _scores(self, snapshot: Any, rows: np.ndarray, requests: Sequence[int]) -> np.ndarray:
         if self._cpu_memory_only:
