@@ -3,7 +3,8 @@
 ``koordinator --role=ROLE [flags]`` runs one component (see :mod:`koordinator.runtime.options` for
 the shared flags; a role package may add its own), ``koordinator apiserver`` the embedded API
 server, ``koordinator local`` a whole cluster on this machine (:mod:`koordinator.local`),
-``koordinator simulate-nodes`` the simulated nodes it runs (:mod:`koordinator.sim.command`).
+``koordinator simulate-nodes`` the simulated nodes it runs (:mod:`koordinator.sim.command`),
+``koordinator controllers`` the workload controllers it runs (:mod:`koordinator.controllers`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from koordinator import __version__
 from koordinator.runtime.options import port, positive_int
 from roles import ROLE_PACKAGES
 
@@ -98,13 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="koordinator", description="Koordinator: QoS-based co-location for Kubernetes.",
                      epilog="`koordinator --role=ROLE --help` lists the flags of a role.")
     parser.add_argument("--role", choices=ROLES, help="run one Koordinator component")
+    parser.add_argument("--version", action="version", version=f"koordinator {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     _add_apiserver(sub)
     from koordinator import local
+    from koordinator.controllers import command as controllers
     from koordinator.sim import command as simulate_nodes
 
     local.add_parser(sub)
     simulate_nodes.add_parser(sub)
+    controllers.add_parser(sub)
     return parser
 
 
@@ -208,5 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         from koordinator.sim import command as simulate_nodes
 
         return simulate_nodes.run(args)
+    if args.command == "controllers":
+        from koordinator.controllers import command as controllers
+
+        configure_logging(args.log_level)
+        return controllers.run(args)
     parser.print_help()
     return 2

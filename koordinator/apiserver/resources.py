@@ -182,6 +182,7 @@ def builtin_types() -> list[ResourceType]:
            subresources=("status", "scale"), tracks_generation=True),
         _r("apps", "v1", "statefulsets", "StatefulSet", True, short_names=["sts"], categories=all_cat,
            subresources=("status", "scale"), tracks_generation=True),
+        _r("apps", "v1", "controllerrevisions", "ControllerRevision", True),
         _r("batch", "v1", "jobs", "Job", True, categories=all_cat, subresources=("status",), tracks_generation=True),
         _r("batch", "v1", "cronjobs", "CronJob", True, short_names=["cj"], categories=all_cat,
            subresources=("status",), tracks_generation=True),

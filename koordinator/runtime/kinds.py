@@ -60,6 +60,7 @@ _BUILTIN = [
     ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     ("apps", "v1", "Deployment", "deployments", True), ("apps", "v1", "DaemonSet", "daemonsets", True),
     ("apps", "v1", "ReplicaSet", "replicasets", True), ("apps", "v1", "StatefulSet", "statefulsets", True),
+    ("apps", "v1", "ControllerRevision", "controllerrevisions", True),
     ("batch", "v1", "Job", "jobs", True), ("batch", "v1", "CronJob", "cronjobs", True),
     ("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False),

@@ -46,6 +46,9 @@ COMPONENTS = {
     "descheduler": "koord-descheduler",
     "device-daemon": "koord-device-daemon",
     "runtime-proxy": "koord-runtime-proxy",
+    # Not a role: ``koordinator controllers``, the workload controllers of a cluster without
+    # kube-controller-manager (``koordinator local``). It shares the runtime and its flags.
+    "controllers": "koordinator-controllers",
 }
 
 # Roles that run once per node: they have --node-name and no leader election.
@@ -60,6 +63,7 @@ DEFAULT_ADDRS = {  # role -> (metrics_addr, health_addr)
     "koordlet": (":9316", ":9318"),
     "device-daemon": (":9320", ":9321"),
     "runtime-proxy": (":9322", ":9323"),
+    "controllers": (":10257", ":10258"),
 }
 
 # role -> (--kube-api-qps, --kube-api-burst) defaults; kube-scheduler's component config defaults to
@@ -75,6 +79,7 @@ LEASE_NAMES = {
     "manager": "koordinator-manager",
     "scheduler": "koord-scheduler",
     "descheduler": "koord-descheduler",
+    "controllers": "koordinator-controllers",
 }
 
 _DEFAULT_CONFIG_HELP = ("the role's configuration file or mounted ConfigMap directory, hot reloaded "
