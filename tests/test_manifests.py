@@ -1,4 +1,4 @@
-"""The deployment manifests (``manifests/``), the container image and the host unit.
+"""The deployment manifests (``manifests/``) and the container image.
 
 Rendering uses ``kubectl kustomize`` (offline); acceptance uses the embedded API server with
 ``kubectl apply --dry-run=server``, so every object is validated like a real cluster would.
@@ -6,9 +6,7 @@ Rendering uses ``kubectl kustomize`` (offline); acceptance uses the embedded API
 
 from __future__ import annotations
 
-import configparser
 import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +17,7 @@ import yaml
 
 from koordinator.apis.config_documents import documents_of, validate_configmap
 from koordinator.apis.schemas import crd_manifests
+from roles import is_implemented as implemented
 from tests.apiserver_process import ApiServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,16 +38,12 @@ WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob", "R
 WORKLOADS = {
     "koord-manager": ("manager", "koord-manager", "Deployment"),
     "koord-scheduler": ("scheduler", "koord-scheduler", "Deployment"),
-    "koord-descheduler": ("descheduler", "koord-descheduler", "Deployment"),
     "koordlet": ("koordlet", "koordlet", "DaemonSet"),
-    "koord-device-daemon": ("device-daemon", "koord-device-daemon", "DaemonSet"),
 }
-LEADER_ELECTED = {"koord-manager": "koordinator-manager", "koord-scheduler": "koord-scheduler",
-                  "koord-descheduler": "koord-descheduler"}
-HOST_AGENTS = {"koordlet", "koord-device-daemon"}
+LEADER_ELECTED = {"koord-manager": "koordinator-manager", "koord-scheduler": "koord-scheduler"}
+HOST_AGENTS = {"koordlet"}
 
-DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koord-descheduler-config",
-                      "koordlet-config", "koord-device-daemon-config"]
+DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koordlet-config"]
 
 Obj = dict[str, Any]
 
@@ -144,6 +139,8 @@ def test_workloads_share_one_image_and_select_their_role(objects: list[Obj]) -> 
         (ctr,) = _pod_spec(w)["containers"]
         roles = [a for a in ctr.get("args", []) if a.startswith("--role=")]
         assert roles == [f"--role={role}"], (w["metadata"]["name"], ctr.get("args"))
+        # A workload of a role this build lacks would crash-loop on a cluster.
+        assert implemented(role), f"{w['metadata']['name']} runs role {role}, which this build does not have"
         assert "command" not in ctr, "the image's ENTRYPOINT (koordinator) must stay in force"
         assert _pod_spec(w)["serviceAccountName"] == sa
         assert ctr["resources"]["requests"] and ctr["resources"]["limits"], w["metadata"]["name"]
@@ -189,14 +186,11 @@ def test_koordlet_host_mounts(objects: list[Obj]) -> None:
                            "/var/lib/kubelet": "/var/lib/kubelet",
                            "/var/run/koordlet/xpu-device-infos": "/var/run/koordlet/xpu-device-infos"}.items():
         assert mounts.get(path) == hostpath, (path, mounts.get(path))
-    device = _by_kind_name(objects)[("DaemonSet", "koord-device-daemon")]
-    assert device["spec"]["selector"]["matchLabels"] != ds["spec"]["selector"]["matchLabels"]
 
 
 @pytest.mark.parametrize("workload, configmap, host_side", [
     # runtimeHooksHostEndpoint is the socket path as the *host* (koord-runtime-proxy) sees it.
     ("koordlet", "koordlet-config", {"runtimeHooksHostEndpoint"}),
-    ("koord-device-daemon", "koord-device-daemon-config", set()),
 ])
 def test_config_paths_are_mounted(objects: list[Obj], workload: str, configmap: str, host_side: set[str]) -> None:
     """Every container path a node agent's configuration names lies on one of its mounts."""
@@ -341,10 +335,6 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
     assert _allows(k, "slo.koordinator.sh", "nodemetrics/status", "update")
     assert not _allows(k, "slo.koordinator.sh", "nodemetrics", "update"), "koordlet writes NodeMetric status only"
     assert not _allows(k, "", "nodes", "update") and not _allows(k, "", "pods", "delete")
-    d = _rules(objects, "ClusterRole", "koord-descheduler")
-    assert _allows(d, "", "pods/eviction", "create") and _allows(d, "scheduling.koordinator.sh", "podmigrationjobs", "create")
-    dd = _rules(objects, "ClusterRole", "koord-device-daemon")
-    assert dd == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
 
 
 # -- webhooks and priority classes -------------------------------------------------------------
@@ -431,7 +421,7 @@ def test_default_configmaps_validate(objects: list[Obj]) -> None:
         assert not errors, f"ConfigMap {name}: {[str(e) for e in errors]}"
 
 
-# -- the image and the host unit ---------------------------------------------------------------
+# -- the image ---------------------------------------------------------------
 
 def _dockerfile_instructions() -> list[tuple[str, str]]:
     text = (ROOT / "Dockerfile").read_text()
@@ -470,20 +460,3 @@ def test_dockerfile() -> None:
             for src in rest.split()[:-1]:
                 assert (ROOT / src).exists(), src
                 assert src.rstrip("/") not in ignore, f"{src} is in .dockerignore"
-
-
-def test_runtime_proxy_unit() -> None:
-    unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.optionxform = str  # type: ignore[assignment]
-    unit.read_string((MANIFESTS / "host" / "koord-runtime-proxy.service").read_text())
-    exec_start = shlex.split(unit["Service"]["ExecStart"].replace("\\\n", " "))
-    assert exec_start[:2] == ["/usr/local/bin/koordinator", "--role=runtime-proxy"]
-    flags = dict(a.split("=", 1) for a in exec_start[2:])
-    assert flags["--koord-runtimeproxy-endpoint"] == "/var/run/koord-runtimeproxy/runtimeproxy.sock"
-    assert flags["--remote-runtime-service-endpoint"] == "/var/run/containerd/containerd.sock"
-    assert flags["--backend-runtime-mode"] == "Containerd"
-    assert unit["Service"]["Restart"] == "always"
-    assert "kubelet.service" in unit["Unit"]["Before"].split()
-    assert "containerd.service" in unit["Unit"]["After"].split()
-    assert "multi-user.target" in unit["Install"]["WantedBy"].split()
-    assert (MANIFESTS / "host" / "README.md").is_file()
