@@ -70,9 +70,27 @@ def _add_apiserver(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_apiserver(args: argparse.Namespace) -> int:
-    from koordinator.apiserver.server import EmbeddedApiServer, ServerConfig
+    from koordinator.apiserver.server import DataDirInUse, DataDirLock, inherited_lock_fd
 
     kubeconfig = args.kubeconfig_out or os.path.join(args.data_dir, "kubeconfig")
+    # Two servers on one state.db would each serve their own resourceVersions and watch history.
+    try:
+        lock = DataDirLock(args.data_dir).acquire(inherited_lock_fd())
+    except DataDirInUse as err:
+        sys.stderr.write(f"koordinator apiserver: error: {err}\n")
+        return 1
+    except OSError as err:
+        sys.stderr.write(f"koordinator apiserver: error: --data-dir {args.data_dir}: {err}\n")
+        return 1
+    try:
+        return _serve(args, kubeconfig)
+    finally:
+        lock.release()
+
+
+def _serve(args: argparse.Namespace, kubeconfig: str) -> int:
+    from koordinator.apiserver.server import EmbeddedApiServer, ServerConfig
+
     config = ServerConfig(
         data_dir=args.data_dir, host=args.host, port=args.port, token_file=args.token_file, tls=args.tls,
         crd_dirs=args.crd_dir, kubeconfig_out=kubeconfig, history_size=args.watch_history,

@@ -6,14 +6,24 @@ them (fake /proc, /sys and cgroup trees under ``DIR/nodes`` and a stand-in kubel
 :mod:`koordinator.sim`), then starts every role this build implements as a child
 ``koordinator --role=R`` against it — the koordlet once per simulated node, over that node's
 tree — prints the kubeconfig and one status line per component (again whenever it changes), and
-on Ctrl-C or SIGTERM stops the roles (SIGTERM, then SIGKILL after ``--shutdown-timeout``), then
+on Ctrl-C, SIGTERM or SIGHUP stops the roles (SIGTERM, then SIGKILL after ``--shutdown-timeout``), then
 the simulator, then the API server.
+
+Beside the roles it runs ``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods),
+installs what ``kubectl apply -k manifests`` installs on a cluster (the default ConfigMaps, colocation
+on, and the koord-* PriorityClasses, from :mod:`koordinator.defaults`; created when absent, never
+overwritten), and runs the scheduler with two profiles, ``koord-scheduler`` and
+``default-scheduler``, so that every pod gets scheduled. ``koordinator local: up`` is printed once
+everything is usable: every child ready, the manager's webhooks served, and a first NodeMetric from
+every simulated node (the koordlets report every :data:`KOORDLET_REPORT_INTERVAL`).
 
 Layout of the data directory (reused on restart: the nodes are kept, the CRDs refreshed)::
 
+    DIR/lock            flock()ed while a `local` (or `apiserver`) uses the directory
     DIR/state.db        the API server's SQLite database
     DIR/kubeconfig      for kubectl and the roles
     DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
+    DIR/scheduler-config.yaml  the scheduler's --config (rewritten at every start)
     DIR/logs/NAME.log   each child's stdout and stderr (koordlet-<node>.log per koordlet)
     DIR/nodes/<node>/   each simulated node's proc, sys and cgroup trees (rebuilt on restart)
     DIR/koordlet/<node>/  each koordlet's --run-dir (metric cache, prediction checkpoints)
@@ -53,6 +63,15 @@ NODE_ROLES = ("koordlet", "device-daemon", "runtime-proxy")
 PER_NODE_ROLES = ("koordlet",)
 SIMULATOR = "simulator"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+CONTROLLERS = "controllers"
+# The koordlets' --report-interval. The NodeMetric spec cannot ask for less than 30 s (the koordlet's
+# floor protects a big cluster's API server from every node writing its status often); a few
+# simulated nodes can afford it, and the demo's batch resources then follow usage within seconds.
+KOORDLET_REPORT_INTERVAL = "5s"
+# The profiles of the scheduler in local: Koordinator's own and kube's, so that pods without a
+# schedulerName are scheduled too (there is no kube-scheduler here).
+SCHEDULER_PROFILES = ("koord-scheduler", "default-scheduler")
+SCHEDULER_CONFIG = "scheduler-config.yaml"
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -86,6 +105,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--shutdown-timeout", type=parse_duration, default="30s", metavar="DURATION",
                    help="on Ctrl-C, how long each child may take to exit before it is killed (30s, 1m, "
                         "or plain seconds)")
+    p.add_argument("--ready-timeout", type=parse_duration, default="60s", metavar="DURATION",
+                   help="how long to wait for everything to be ready before saying what is not (local keeps "
+                        "waiting, and says `up` once it is)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                    help="log level of every child (their logs go to DATA_DIR/logs)")
     p.add_argument("--cgroup-version", type=int, choices=(1, 2), default=2,
@@ -99,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``koordinator local``."""
     config = LocalConfig(data_dir=Path(args.data_dir).absolute(), nodes=args.nodes, port=args.port,
                          log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
-                         cgroup_version=args.cgroup_version, cgroup_driver=args.cgroup_driver)
+                         ready_timeout=args.ready_timeout, cgroup_version=args.cgroup_version,
+                         cgroup_driver=args.cgroup_driver)
     return LocalCluster(config).run()
 
 
@@ -112,12 +135,14 @@ class ChildProcess:
     """
 
     def __init__(self, name: str, argv: list[str], log_path: Path, *,
-                 on_line: Callable[[str], None] | None = None, env: dict[str, str] | None = None) -> None:
+                 on_line: Callable[[str], None] | None = None, env: dict[str, str] | None = None,
+                 pass_fds: tuple[int, ...] = ()) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.on_line = on_line
         self.env = env
+        self.pass_fds = pass_fds
         self.proc: subprocess.Popen[str] | None = None
         self.last_line = ""
         self._reader: threading.Thread | None = None
@@ -127,13 +152,14 @@ class ChildProcess:
         return self.proc.pid if self.proc is not None else None
 
     def start(self) -> None:
+        """Start the child, its output copied to ``log_path`` by a reader thread."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if self.env is None else self.env)
         env["PYTHONUNBUFFERED"] = "1"
         # Own session: a terminal's Ctrl-C goes to `local` alone, which then stops children in order.
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, errors="replace", env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, pass_fds=self.pass_fds)
         self._reader = threading.Thread(target=self._copy_output, name=f"local-{self.name}-output", daemon=True)
         self._reader.start()
         log.debug("started name=%s pid=%d argv=%s", self.name, self.proc.pid, " ".join(self.argv))
@@ -222,23 +248,45 @@ def free_port(host: str = "127.0.0.1") -> int:
 # -- status lines ---------------------------------------------------------------------------------
 
 class StatusBoard:
-    """One line per component, printed when (and only when) its state changes."""
+    """One line per component, printed when (and only when) its state changes.
 
-    def __init__(self, out: TextIO) -> None:
+    A new detail in the same state (a role still not ready, now for another reason) is printed at most
+    once every ``detail_interval`` seconds: a role syncing dozens of caches would fill the terminal.
+    """
+
+    def __init__(self, out: TextIO, detail_interval: float = 5.0) -> None:
         self.out = out
-        self._lines: dict[str, str] = {}
+        self.detail_interval = detail_interval
+        self._lines: dict[str, tuple[str, str, float]] = {}  # name -> (state, line, when printed)
         self._lock = threading.Lock()
+        self._broken = False
 
     def set(self, name: str, state: str, detail: str = "") -> None:
+        """Print ``name``'s line if it differs from the last one printed for it."""
         line = f"{name:<14} {state:<20} {detail}".rstrip()
+        now = time.monotonic()
         with self._lock:
-            if self._lines.get(name) == line:
+            last = self._lines.get(name)
+            if last is not None and (last[1] == line or (last[0] == state and now - last[2] < self.detail_interval)):
                 return
-            self._lines[name] = line
+            self._lines[name] = (state, line, now)
             self.say(line)
 
     def say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        """Print one line; once the output is gone (the terminal closed) print nothing more."""
+        if self._broken:
+            return
+        try:
+            print(text, file=self.out, flush=True)
+        except (OSError, ValueError):
+            # A hung-up terminal (EIO) or a closed pipe must not interrupt the shutdown it announces.
+            self._broken = True
+            if self.out is sys.stdout:
+                # Else the interpreter's final flush of the lost terminal fails and the exit code is 120.
+                try:
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                except OSError:
+                    pass
 
 
 # -- the simulated cluster --------------------------------------------------------------------------
@@ -377,6 +425,63 @@ def ensure_manager_webhooks(client: Any, port: int) -> None:
             client.update(current)
 
 
+def install_defaults(client: Any) -> tuple[list[str], list[str]]:
+    """Create each object of :mod:`koordinator.defaults` that does not exist; (created, kept) as ``Kind/name``.
+
+    An existing object is left as it is: the user may have changed it (``kubectl edit configmap -n
+    koordinator-system slo-controller-config``), and a restart must not undo that.
+    """
+    from koordinator import defaults
+    from koordinator.runtime.errors import AlreadyExists, NotFound
+
+    created: list[str] = []
+    kept: list[str] = []
+    for obj in defaults.objects():
+        meta = obj["metadata"]
+        label = f"{obj['kind']}/{meta['name']}"
+        # Look before creating: a create of an existing object still goes through admission first.
+        try:
+            client.get(obj["kind"], meta["name"], meta.get("namespace"))
+            kept.append(label)
+            continue
+        except NotFound:
+            pass
+        try:
+            client.create(obj)
+            created.append(label)
+        except AlreadyExists:
+            kept.append(label)
+    return created, kept
+
+
+def scheduler_config(profiles: tuple[str, ...] = SCHEDULER_PROFILES) -> dict[str, Any]:
+    """The scheduler's KubeSchedulerConfiguration in local: one profile per name in ``profiles``, each
+    with the plugins the scheduler uses without ``--config`` (kube's defaults and LoadAwareScheduling)."""
+    from roles.scheduler import config
+
+    return {
+        "apiVersion": config.API_VERSION,
+        "kind": config.KIND,
+        # One scheduler in local: electing a leader would only delay it after an unclean stop (the
+        # dead holder's Lease must expire first).
+        "leaderElection": {"leaderElect": False},
+        "profiles": [config.default_profile(name) for name in profiles],
+    }
+
+
+def write_scheduler_config(path: Path) -> Path:
+    """Write :func:`scheduler_config` as YAML to ``path`` (replacing it atomically); returns ``path``."""
+    import yaml
+
+    text = ("# Written by `koordinator local` at every start: the scheduler's --config. Profiles\n"
+            "# koord-scheduler and default-scheduler (pods without a schedulerName), kube's default plugins\n"
+            "# plus LoadAwareScheduling each.\n" + yaml.safe_dump(scheduler_config(), sort_keys=False))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
 def write_crds(directory: Path) -> int:
     """Write every Koordinator CRD as YAML into ``directory`` (replacing older files); returns the count."""
     import yaml
@@ -413,6 +518,10 @@ class LocalConfig:
     cgroup_version: int = 2
     cgroup_driver: str = "systemd"
     simulator_start_timeout: float = 30.0
+    # Run `koordinator controllers` too (tests of local's wiring with stand-in roles leave it out).
+    controllers: bool = True
+    # After this long without everything ready, say what is not (and keep waiting).
+    ready_timeout: float = 60.0
 
 
 @dataclass
@@ -422,9 +531,15 @@ class _Role:
     health_addr: str
     exited: bool = False
     name: str = ""  # the status line's name: the role, or role/node for a per-node role
+    metrics_addr: str = ""
 
     def __post_init__(self) -> None:
         self.name = self.name or self.role
+
+    def detail(self) -> str:
+        """The status line's detail while it runs: pid, metrics and health URLs."""
+        metrics = f"metrics http://{self.metrics_addr}, " if self.metrics_addr else ""
+        return f"pid {self.child.pid}, {metrics}health http://{self.health_addr}"
 
 
 class LocalCluster:
@@ -442,6 +557,12 @@ class LocalCluster:
         self.url = ""
         self.roles: list[_Role] = []
         self.webhook_port = 0
+        self.lock: Any = None  # the data dir's DataDirLock while we run
+        self.up = False
+        self._metrics_reported = False
+        self._not_ready_said = False
+        self._started_at = 0.0
+        self._client: Any = None
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._serving = threading.Event()
@@ -460,7 +581,8 @@ class LocalCluster:
         """Start everything, supervise until stopped, stop everything; the exit code."""
         handlers: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            # SIGHUP: the terminal closed. The children, in their own sessions, never see it: stop them.
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 handlers[sig] = signal.signal(sig, self._on_signal)
         code = 1
         try:
@@ -469,12 +591,25 @@ class LocalCluster:
             try:
                 self._shutdown()
             finally:
+                if self.lock is not None:
+                    self.lock.release()
+                    self.lock = None
                 for sig, handler in handlers.items():
                     signal.signal(sig, handler)
         return code
 
     def _run(self) -> int:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        from koordinator.apiserver.server import DataDirInUse, DataDirLock
+
+        self._started_at = time.monotonic()
+        try:
+            self.lock = DataDirLock(str(self.data_dir)).acquire()
+        except DataDirInUse as err:
+            self.board.say(f"koordinator local: error: {err}")
+            return 1
+        except OSError as err:
+            self.board.say(f"koordinator local: error: --data-dir {self.data_dir}: {err}")
+            return 1
         self.board.say(f"koordinator local: data dir {self.data_dir} (logs in {self.data_dir / 'logs'})")
         if not self._start_apiserver():
             return 0 if self._stop.is_set() else 1
@@ -491,18 +626,24 @@ class LocalCluster:
         self._start_simulator()
         if self._stop.is_set():
             return 0
+        self._start_controllers()
         self._start_roles()
-        self.board.say("koordinator local: up; Ctrl-C stops everything")
         return self._supervise()
 
     def _start_apiserver(self) -> bool:
+        from koordinator.apiserver.server import LOCK_FD_ENV
+
         crd_dir = self.data_dir / "crds"
         count = write_crds(crd_dir)
         argv = [*self.config.command, "apiserver", "--data-dir", str(self.data_dir),
                 "--port", str(self.config.port), "--crd-dir", str(crd_dir),
                 "--kubeconfig-out", str(self.kubeconfig), "--log-level", self.config.log_level]
+        # The API server opens state.db under our lock: it gets our lock's descriptor (and with it the
+        # lock, which it keeps should we be killed), so that it does not take itself for a second user.
+        assert self.lock is not None and self.lock.fd is not None
         self.apiserver = ChildProcess("apiserver", argv, self.data_dir / "logs" / "apiserver.log",
-                                      on_line=self._apiserver_line)
+                                      on_line=self._apiserver_line, pass_fds=(self.lock.fd,),
+                                      env={**os.environ, LOCK_FD_ENV: str(self.lock.fd)})
         self.board.set("apiserver", "starting", f"{count} CRDs")
         self.apiserver.start()
         deadline = time.monotonic() + self.config.apiserver_start_timeout
@@ -534,6 +675,8 @@ class LocalCluster:
         try:
             # control-plane: the manager's pod webhooks skip this namespace (manifests/namespace.yaml).
             ensure_namespace(client, SYSTEM_NAMESPACE, {"control-plane": "koordinator"})
+            # Before the webhook configurations: nothing here may wait for a manager not yet started.
+            created, kept = install_defaults(client)
             names = ensure_nodes(client, self.config.nodes)
             if self._runs("manager"):
                 self.webhook_port = free_port()
@@ -541,6 +684,10 @@ class LocalCluster:
         finally:
             client.close()
         self.node_names = names
+        configmaps = sum(1 for o in created + kept if o.startswith("ConfigMap/"))
+        self.board.set("defaults", "ready", f"{configmaps} ConfigMaps in {SYSTEM_NAMESPACE}, "
+                                            f"{len(created) + len(kept) - configmaps} PriorityClasses "
+                                            f"({len(created)} created, {len(kept)} kept as they were)")
         if names:
             shown = ", ".join(names) if len(names) <= 5 else f"{names[0]} .. {names[-1]}"
             self.board.set("nodes", "ready", f"{len(names)} simulated: {shown}")
@@ -597,6 +744,12 @@ class LocalCluster:
 
         return (self.config.roles is None or role in self.config.roles) and roles.is_implemented(role)
 
+    def _start_controllers(self) -> None:
+        """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role."""
+        if not self.config.controllers:
+            return
+        self._start_child(CONTROLLERS, None, [*self.config.command, CONTROLLERS], [])
+
     def _start_roles(self) -> None:
         import roles
 
@@ -614,6 +767,9 @@ class LocalCluster:
                     self._start_role(role, node, self.per_node_flags(node))
             elif role in NODE_ROLES:
                 self._start_role(role, None, ["--node-name", self.node_names[0]])
+            elif role == "scheduler":
+                config = write_scheduler_config(self.data_dir / SCHEDULER_CONFIG)
+                self._start_role(role, None, ["--config", str(config)])
             else:
                 self._start_role(role, None, [])
 
@@ -621,14 +777,18 @@ class LocalCluster:
         """A per-node role's flags: its node and that node's simulated tree and run directory."""
         tree = self.nodes_dir / node
         return ["--node-name", node, "--proc-root", str(tree / "proc"), "--sys-root", str(tree / "sys"),
-                "--cgroup-root", str(tree / "cgroup"), "--run-dir", str(self.data_dir / "koordlet" / node)]
+                "--cgroup-root", str(tree / "cgroup"), "--run-dir", str(self.data_dir / "koordlet" / node),
+                "--report-interval", KOORDLET_REPORT_INTERVAL]
 
     def _start_role(self, role: str, node: str | None, extra: list[str]) -> None:
+        self._start_child(role, node, [*self.config.command, f"--role={role}"], extra)
+
+    def _start_child(self, role: str, node: str | None, command: list[str], extra: list[str]) -> None:
         name = f"{role}/{node}" if node else role
         metrics = f"127.0.0.1:{free_port()}"
         health = f"127.0.0.1:{free_port()}"
-        argv = [*self.config.command, f"--role={role}", "--kubeconfig", str(self.kubeconfig),
-                "--metrics-addr", metrics, "--health-addr", health, "--log-level", self.config.log_level, *extra]
+        argv = [*command, "--kubeconfig", str(self.kubeconfig), "--metrics-addr", metrics, "--health-addr", health,
+                "--log-level", self.config.log_level, *extra]
         env = None
         if role == "manager":
             argv += ["--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
@@ -637,47 +797,97 @@ class LocalCluster:
         log_name = f"{role}-{node}" if node else role
         child = ChildProcess(name, argv, self.data_dir / "logs" / f"{log_name}.log", env=env)
         child.start()
-        self.roles.append(_Role(role, child, health, name=name))
-        self.board.set(name, "starting", f"pid {child.pid}, health http://{health}")
+        entry = _Role(role, child, health, name=name, metrics_addr=metrics)
+        self.roles.append(entry)
+        self.board.set(name, "starting", entry.detail())
 
     def _supervise(self) -> int:
+        """Watch the children until stopped; say ``up`` once everything is usable. The exit code."""
         assert self.apiserver is not None
-        while not self._stop.wait(self.config.poll_interval):
+        # Quick looks while coming up: each one may be what makes `up` appear.
+        interval = min(self.config.poll_interval, 0.1)
+        while True:
             code = self.apiserver.poll()
             if code is not None:
                 self.apiserver.close()
                 self.board.set("apiserver", f"exited (code {code})", self.apiserver.last_line)
                 self.board.say("koordinator local: the API server died; stopping everything")
                 return 1
-            self._check_simulator()
-            for role in self.roles:
-                self._check_role(role)
-        return 0
+            simulator_exited = self._check_simulator()
+            waiting = [f"{r.name} ({reason})" for r in self.roles if (reason := self._check_role(r))]
+            if not self.up:
+                if self.simulator is not None and (simulator_exited or not self._simulating.is_set()):
+                    waiting.append(f"{SIMULATOR} (exited)" if simulator_exited else f"{SIMULATOR} (no node trees)")
+                if not waiting:
+                    reason = self._node_metrics_missing()
+                    if reason:
+                        waiting.append(f"nodemetrics ({reason})")
+                if not waiting:
+                    self.up = True
+                    self.board.say(f"koordinator local: up in {time.monotonic() - self._started_at:.1f}s; "
+                                   "Ctrl-C stops everything")
+                    interval = self.config.poll_interval
+                elif not self._not_ready_said and time.monotonic() - self._started_at > self.config.ready_timeout:
+                    self._not_ready_said = True
+                    self.board.say(f"koordinator local: not ready after {self.config.ready_timeout:g}s: "
+                                   f"{', '.join(waiting)}; still waiting (logs in {self.data_dir / 'logs'}), "
+                                   "Ctrl-C stops everything")
+            if self._stop.wait(interval):
+                return 0
 
-    def _check_role(self, role: _Role) -> None:
+    def _node_metrics_missing(self) -> str | None:
+        """Why a pod may not be schedulable yet: simulated nodes without a first NodeMetric report (while
+        a NodeMetric has no updateTime, LoadAwareScheduling filters its node out as expired). None once
+        every one has reported, or when no koordlet or manager runs to report them."""
+        if self._metrics_reported or not self.node_names or not (self._runs("manager") and self._runs("koordlet")):
+            return None
+        from koordinator.runtime.client import Client
+
+        try:
+            if self._client is None:
+                self._client = Client.from_kubeconfig(str(self.kubeconfig))
+            items = self._client.list("NodeMetric").get("items") or []
+        except Exception as err:  # the API server's death is noticed by the loop; anything else: look again
+            log.debug("listing NodeMetrics failed: %s", err)
+            return f"cannot list NodeMetrics: {err}"
+        reported = {m["metadata"]["name"] for m in items if (m.get("status") or {}).get("updateTime")}
+        missing = [n for n in self.node_names if n not in reported]
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            return f"no report yet from {shown}"
+        self._metrics_reported = True
+        return None
+
+    def _check_role(self, role: _Role) -> str | None:
+        """Probe the role's /readyz and update its status line; None when it is ready, else why not."""
         from koordinator.runtime.servers import probe
 
         if role.exited:
-            return
+            return "exited"
         code = role.child.poll()
         if code is not None:
             role.exited = True
             role.child.close()
             self.board.set(role.name, f"exited (code {code})",
                            f"{role.child.last_line}  [log: {role.child.log_path}]".strip())
-            return
+            return "exited"
         try:
             status, body = probe(role.health_addr, "/readyz", timeout=1.0)
         except OSError:
-            self.board.set(role.name, "starting", f"pid {role.child.pid}, health http://{role.health_addr}")
-            return
+            self.board.set(role.name, "starting", role.detail())
+            return "starting"
         if status == 200:
-            self.board.set(role.name, "ready", f"pid {role.child.pid}, health http://{role.health_addr}")
-        else:
-            failing = [line[3:] for line in body.splitlines() if line.startswith("[-]")]
-            self.board.set(role.name, "not ready", "; ".join(failing) or f"HTTP {status}")
+            self.board.set(role.name, "ready", role.detail())
+            return None
+        failing = [line[3:] for line in body.splitlines() if line.startswith("[-]")]
+        reason = "; ".join(failing) or f"HTTP {status}"
+        self.board.set(role.name, "not ready", reason)
+        return reason
 
     def _shutdown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         running = [r.child for r in self.roles if r.child.proc is not None and not r.exited]
         if running or (self.apiserver is not None and self.apiserver.proc is not None):
             self.board.say("koordinator local: stopping")

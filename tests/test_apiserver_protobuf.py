@@ -577,5 +577,10 @@ def test_full_pod_template_survives_protobuf(apiserver, namespace):
     kubectl_create(apiserver, "job", "copy", "--from=cronjob/full", "-n", namespace)
     stored = get(apiserver, f"/apis/batch/v1/namespaces/{namespace}/cronjobs/full")["spec"]["jobTemplate"]["spec"]
     job = get(apiserver, f"/apis/batch/v1/namespaces/{namespace}/jobs/copy")["spec"]
+    # The server adds the generated selector's labels to a Job's template, as kube-apiserver does.
+    generated = {"job-name", "batch.kubernetes.io/job-name", "controller-uid", "batch.kubernetes.io/controller-uid"}
+    labels = job["template"]["metadata"]["labels"]
+    assert generated <= set(labels)
+    job["template"]["metadata"]["labels"] = {k: v for k, v in labels.items() if k not in generated}
     assert job["template"] == stored["template"]
     assert {k: job[k] for k in job_spec if k != "template"} == {k: stored[k] for k in job_spec if k != "template"}

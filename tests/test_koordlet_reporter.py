@@ -295,6 +295,42 @@ def test_node_metric_report_loop_and_interval(api, informers, cache):
     assert not loop.is_alive()
 
 
+def test_node_metric_first_report_waits_for_the_first_window_not_an_interval(api, informers, cache):
+    """A fresh koordlet reports once its cache holds node usage, long before its 60 s interval is over."""
+    node = unique("first")
+    make_node(api, node)
+    api.create({"apiVersion": SLO, "kind": "NodeMetric", "metadata": {"name": node}, "spec": {}})
+    states = started_states(informers, node)
+    wait_until(lambda: states.node_metric() is not None)
+    queried = threading.Event()
+
+    class Watched:
+        def __getattr__(self, name):
+            return getattr(cache, name)
+
+        def query(self, *args, **kwargs):
+            queried.set()
+            return cache.query(*args, **kwargs)
+
+    reporter = NodeMetricReporter(api, states, Watched(), clock=lambda: NOW)
+    assert reporter.report_interval() == 60
+    assert not reporter.first_window_ready()
+    stop = threading.Event()
+    loop = threading.Thread(target=reporter.run, args=(stop,))
+    loop.start()
+    try:
+        assert queried.wait(10), "the reporter looks for its first window"
+        assert not (api.get("NodeMetric", node).get("status") or {}), "nothing to report yet: nothing reported"
+        cache.insert(series(k.NODE_CPU_USAGE, [-1, 0], [2.0, 2.0]) + series(k.NODE_MEMORY_USAGE, [0], [GiB]))
+        status = wait_until(lambda: api.get("NodeMetric", node).get("status"), 10,
+                            message="the first report, well within the interval")
+        assert status["nodeMetric"]["nodeUsage"] == rm("2", "1Gi")
+    finally:
+        stop.set()
+        loop.join(5)
+    assert not loop.is_alive()
+
+
 def test_node_metric_gpu_usage(api, informers, cache):
     node = unique("gpu")
     make_node(api, node)

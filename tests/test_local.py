@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -12,12 +15,15 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 import roles
-from koordinator import local
+from koordinator import defaults, local
 from koordinator.local import ChildProcess, LocalCluster, LocalConfig, stop_children
 from koordinator.runtime.client import Client
 from tests.waiting import wait_until
@@ -151,6 +157,175 @@ def test_local_comes_up_kubectl_sees_the_nodes_and_ctrl_c_leaves_nothing(tmp_pat
         lp.kill()
 
 
+
+
+# -- one running cluster, shared by the end-to-end cases below (in file order: the first one is the
+# -- first thing done after `up`, the last one stops the cluster) -----------------------------------
+
+@dataclass
+class Cluster:
+    lp: LocalProcess
+    data: Path
+    kubeconfig: str
+    cache: Path
+    client: Client
+    started: float   # time.monotonic() just before `koordinator local` was started
+    up_after: float  # seconds from that start to its `up` line
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache), *args],
+                              input=input, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[Cluster]:
+    base = tmp_path_factory.mktemp("local")
+    data = base / "kdata"
+    started = time.monotonic()
+    lp = LocalProcess(data, "--nodes", "2")
+    client = None
+    try:
+        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
+        lp.expect("koordinator local: up")
+        up_after = time.monotonic() - started
+        client = Client.from_kubeconfig(kubeconfig)
+        yield Cluster(lp, data, kubeconfig, base / "cache", client, started, up_after)
+    finally:
+        if client is not None:
+            client.close()
+        if lp.proc.poll() is None:
+            lp.proc.send_signal(signal.SIGTERM)
+            lp.finish()
+        lp.kill()
+
+
+# Koordinator's docs' BE pod (docs/user-manuals/cpu-evict.md), as written there.
+DOCS_BE_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: be-pod-demo
+  labels:
+    koordinator.sh/qosClass: 'BE' # Specify Pod QoS level as BE
+spec:
+  containers:
+    - args:
+        - '-c'
+        - '4'
+        - '--vm'
+        - '1'
+      command:
+        - stress
+      image: polinux/stress
+      imagePullPolicy: Always
+      name: stress
+      resources:
+        limits:
+          kubernetes.io/batch-cpu: 4k
+          kubernetes.io/batch-memory: 4Gi
+        requests:
+          kubernetes.io/batch-cpu: 4k
+          kubernetes.io/batch-memory: 4Gi
+  restartPolicy: Always
+  schedulerName: default-scheduler
+  # priorityClassName is required when ColocationProfile feature is enabled (default)
+  priorityClassName: koord-batch
+"""
+PLAIN_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: first, namespace: default}
+spec:
+  containers:
+  - {name: main, image: nginx, resources: {requests: {cpu: 500m, memory: 256Mi}}}
+"""
+
+
+def bound(client: Client, name: str, namespace: str = "default") -> dict | None:
+    pod = client.get("Pod", name, namespace)
+    return pod if pod["spec"].get("nodeName") else None
+
+
+def test_right_after_up_kubectl_create_succeeds_and_a_docs_be_pod_is_bound_within_15s(cluster):
+    """What a newcomer types first: both creates pass the manager's webhooks, both pods are bound, the BE one
+    (batch resources, koord-batch) within 15 s of `koordinator local` starting."""
+    for manifest in (PLAIN_POD, DOCS_BE_POD):
+        proc = cluster.kubectl("create", "-f", "-", input=manifest)
+        assert proc.returncode == 0, proc.stderr
+    be = wait_until(lambda: bound(cluster.client, "be-pod-demo"), max(0.1, cluster.started + 15 - time.monotonic()),
+                    message="the BE pod bound within 15 s of the start")
+    be_after = time.monotonic() - cluster.started
+    print(f"\nkoordinator local: up after {cluster.up_after:.1f}s, BE pod bound after {be_after:.1f}s")
+    node = cluster.client.get("Node", be["spec"]["nodeName"])
+    assert int(node["status"]["allocatable"]["kubernetes.io/batch-cpu"]) >= 4000
+    assert be["spec"]["priority"] == 5000 and be["metadata"]["labels"]["koordinator.sh/qosClass"] == "BE"
+    first = wait_until(lambda: bound(cluster.client, "first"), message="the plain pod bound")
+    assert first["spec"]["schedulerName"] == "default-scheduler"
+    assert wait_until(lambda: cluster.client.get("Pod", "first", "default")["status"].get("phase") == "Running",
+                      message="the simulator runs the pod")
+
+
+def test_kubectl_run_without_a_scheduler_name_is_bound(cluster):
+    proc = cluster.kubectl("run", "x", "--image=nginx")
+    assert proc.returncode == 0, proc.stderr
+    pod = wait_until(lambda: bound(cluster.client, "x"), message="pod x bound by the default-scheduler profile")
+    assert pod["spec"]["schedulerName"] == "default-scheduler"
+    assert pod["spec"]["nodeName"].startswith(local.NODE_PREFIX)
+
+
+def test_a_deployment_gets_its_running_pods(cluster):
+    for module in ("koordinator.controllers.deployment", "koordinator.controllers.replicaset"):
+        if importlib.util.find_spec(module) is None:
+            pytest.fail(f"{module} has not landed yet: `koordinator controllers` cannot run Deployments")
+    proc = cluster.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
+    assert proc.returncode == 0, proc.stderr
+
+    def running() -> list[dict]:
+        pods = cluster.client.list("Pod", "default", label_selector="app=web")["items"]
+        ok = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName")]
+        return ok if len(ok) == 2 else []
+
+    pods = wait_until(running, 60, message="2 Running pods of deployment web")
+    assert {ref["kind"] for p in pods for ref in p["metadata"]["ownerReferences"]} == {"ReplicaSet"}
+
+
+def test_status_lines_and_the_installed_defaults(cluster):
+    lines = cluster.lp.lines
+    for name in ["controllers", "manager", "scheduler", "koordlet/sim-node-0", "koordlet/sim-node-1"]:
+        line = next((x for x in lines if re.match(rf"{re.escape(name)} +ready ", x)), None)
+        assert line is not None, f"no ready line for {name}:\n" + "\n".join(lines)
+        assert re.search(r"pid \d+, metrics http://127\.0\.0\.1:\d+, health http://127\.0\.0\.1:\d+$", line), line
+    assert lines.index(next(x for x in lines if x.startswith("koordinator local: up"))) > max(
+        i for i, x in enumerate(lines) if re.match(r"\S+ +ready ", x)), "up comes after every component is ready"
+    # What `kubectl apply -k manifests` installs, from the package: ConfigMaps and PriorityClasses.
+    for obj in defaults.objects():
+        meta = obj["metadata"]
+        stored = cluster.client.get(obj["kind"], meta["name"], meta.get("namespace"))
+        if obj["kind"] == "ConfigMap":
+            assert stored["data"] == obj["data"]
+        else:
+            assert stored["value"] == obj["value"]
+    colocation = json.loads(cluster.client.get("ConfigMap", "slo-controller-config", local.SYSTEM_NAMESPACE)
+                            ["data"]["colocation-config"])
+    assert colocation["enable"] is True
+    config = yaml.safe_load((cluster.data / "scheduler-config.yaml").read_text())
+    assert [p["schedulerName"] for p in config["profiles"]] == ["koord-scheduler", "default-scheduler"]
+
+
+def test_the_data_dir_is_locked_against_a_second_local_and_an_apiserver(cluster):
+    pid = cluster.lp.proc.pid
+    for argv in (["local", "--port", "0"], ["apiserver", "--port", "0"]):
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "koordinator", *argv, "--data-dir", str(cluster.data)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
+        assert f"data dir {cluster.data} is in use by pid {pid}" in proc.stdout + proc.stderr, (argv, proc.stdout,
+                                                                                                 proc.stderr)
+        assert time.monotonic() - started < 30
+    assert cluster.lp.proc.poll() is None
+    assert cluster.client.get("Node", "sim-node-0")
+
+
 PROFILE = """
 apiVersion: config.koordinator.sh/v1alpha1
 kind: ClusterColocationProfile
@@ -172,46 +347,145 @@ spec:
 """
 
 
-def test_local_runs_the_manager_and_a_profile_mutates_a_kubectl_pod(tmp_path):
+def test_local_runs_the_manager_and_a_profile_mutates_a_kubectl_pod(cluster):
     """The README's walk-through: NodeSLO per node, and a ClusterColocationProfile applied by kubectl."""
-    data = tmp_path / "kdata"
-    lp = LocalProcess(data, "--nodes", "2")
-    try:
-        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
-        lp.expect("manager        ready")
-        cache = tmp_path / "cache"
-        client = Client.from_kubeconfig(kubeconfig)
+    client = cluster.client
+    wait_until(lambda: len(client.list("NodeSLO")["items"]) == 2, message="a NodeSLO per simulated node")
+    for args in (("create", "namespace", "colo"), ("label", "namespace", "colo", "koordinator.sh/enable-colocation=true")):
+        proc = cluster.kubectl(*args)
+        assert proc.returncode == 0, proc.stderr
+    proc = cluster.kubectl("apply", "-f", "-", input=PROFILE)
+    assert proc.returncode == 0, proc.stderr
+
+    def mutated() -> dict | None:
+        # The manager's caches may lag the profile by a moment: retry the create until it shows.
         try:
-            wait_until(lambda: len(client.list("NodeSLO")["items"]) == 2, message="a NodeSLO per simulated node")
-            kubectl(kubeconfig, cache, "apply", "-f", str(Path(__file__).resolve().parents[1] / "manifests"
-                                                           / "priorityclasses.yaml"))
-            kubectl(kubeconfig, cache, "create", "namespace", "colo")
-            kubectl(kubeconfig, cache, "label", "namespace", "colo", "koordinator.sh/enable-colocation=true")
-            proc = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", str(cache), "apply", "-f", "-"],
-                                  input=PROFILE, capture_output=True, text=True, timeout=60)
-            assert proc.returncode == 0, proc.stderr
+            client.delete("Pod", "batch", "colo")
+        except Exception:
+            pass
+        proc = cluster.kubectl("apply", "-f", "-", input=POD)
+        assert proc.returncode == 0, proc.stderr
+        pod = client.get("Pod", "batch", "colo")
+        return pod if pod["metadata"]["labels"].get("koordinator.sh/qosClass") == "BE" else None
 
-            def mutated() -> dict | None:
-                # The manager's caches may lag the profile by a moment: retry the create until it shows.
-                try:
-                    client.delete("Pod", "batch", "colo")
-                except Exception:
-                    pass
-                proc = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", str(cache), "apply",
-                                       "-f", "-"], input=POD, capture_output=True, text=True, timeout=60)
-                assert proc.returncode == 0, proc.stderr
-                pod = client.get("Pod", "batch", "colo")
-                return pod if pod["metadata"]["labels"].get("koordinator.sh/qosClass") == "BE" else None
+    pod = wait_until(mutated, message="the profile mutates the pod")
+    assert pod["spec"]["priorityClassName"] == "koord-batch" and pod["spec"]["priority"] == 5000
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["kubernetes.io/batch-cpu"] == "500"
 
-            pod = wait_until(mutated, message="the profile mutates the pod")
-            assert pod["spec"]["priorityClassName"] == "koord-batch" and pod["spec"]["priority"] == 5000
-            assert pod["spec"]["containers"][0]["resources"]["requests"]["kubernetes.io/batch-cpu"] == "500"
+
+def test_sighup_stops_everything_and_a_restart_keeps_what_the_user_changed(cluster):
+    """The last shared case: closing the terminal stops the tree (exit 0, no child left); a restart on the
+    same data dir creates only the defaults that are missing."""
+    client = cluster.client
+    cm = client.get("ConfigMap", "slo-controller-config", local.SYSTEM_NAMESPACE)
+    edited = cm["data"]["colocation-config"].replace('"cpuReclaimThresholdPercent": 60', '"cpuReclaimThresholdPercent": 55')
+    assert edited != cm["data"]["colocation-config"]
+    cm["data"]["colocation-config"] = edited
+    client.update(cm)
+    client.delete("PriorityClass", "koord-free")
+    assert processes_mentioning(str(cluster.data))
+    cluster.lp.proc.send_signal(signal.SIGHUP)
+    assert cluster.lp.finish() == 0, "\n".join(cluster.lp.lines)
+    assert wait_until(lambda: not processes_mentioning(str(cluster.data)), 10), processes_mentioning(str(cluster.data))
+
+    # Again, read by hand this time so that the terminal can go away under it.
+    proc = subprocess.Popen([sys.executable, "-m", "koordinator", "local", "--data-dir", str(cluster.data), "--port",
+                             "0", "--nodes", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("koordinator local: up"):
+                break
+        assert lines and lines[-1].startswith("koordinator local: up"), lines
+        assert any(x.startswith("defaults ") and "(1 created, 6 kept as they were)" in x for x in lines), lines
+        restarted = Client.from_kubeconfig(cluster.kubeconfig)
+        try:
+            kept = restarted.get("ConfigMap", "slo-controller-config", local.SYSTEM_NAMESPACE)
+            assert kept["data"]["colocation-config"] == edited
+            assert restarted.get("PriorityClass", "koord-free")["value"] == 3000
         finally:
-            client.close()
-        lp.proc.send_signal(signal.SIGTERM)
-        assert lp.finish() == 0
+            restarted.close()
+        proc.stdout.close()  # the terminal is gone: every later status line fails to print
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+        assert wait_until(lambda: not processes_mentioning(str(cluster.data)), 10)
     finally:
-        lp.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid, _ in processes_mentioning(str(cluster.data)):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+# -- units ---------------------------------------------------------------------------------------------
+
+def test_local_defaults_are_the_manifests():
+    """The package ships, byte for byte, the ConfigMaps and PriorityClasses that `kubectl apply -k manifests`
+    installs (manifests/kustomization.yaml's config/*.yaml and priorityclasses.yaml), so that an installed
+    `koordinator local` installs the same defaults."""
+    manifests = REPO / "manifests"
+    resources = yaml.safe_load((manifests / "kustomization.yaml").read_text())["resources"]
+    installed = [r for r in resources if r.startswith(f"{defaults.CONFIG_DIR}/") or r == defaults.PRIORITY_CLASSES]
+    assert "config/slo-controller-config.yaml" in installed and "priorityclasses.yaml" in installed
+    shipped = defaults.files()
+    assert sorted(shipped) == sorted(installed)
+    for path in installed:
+        assert shipped[path] == (manifests / path).read_text(), \
+            f"koordinator/defaults/{path} differs from manifests/{path}: copy one onto the other"
+
+
+def test_the_scheduler_config_serves_both_names_with_the_default_plugins():
+    from roles.scheduler import config as cfg
+    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+
+    kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
+    parsed = cfg.parse(local.scheduler_config(), **kwargs)
+    default = cfg.default_configuration(**kwargs).profiles[0]
+    assert [p.scheduler_name for p in parsed.profiles] == ["koord-scheduler", "default-scheduler"]
+    assert parsed.leader_election["leaderElect"] is False
+    for profile in parsed.profiles:
+        for point in cfg.POINTS:
+            assert profile.plugins_at(point, cfg.known_implements) == default.plugins_at(point, cfg.known_implements)
+        assert "LoadAwareScheduling" in [p.name for p in profile.plugins_at("filter", cfg.known_implements)]
+
+
+def test_data_dir_lock(tmp_path):
+    from koordinator.apiserver.server import DataDirInUse, DataDirLock
+
+    # A lock file left by a process that is gone blocks nothing: only a live flock does.
+    (tmp_path / "lock").write_text("999999999\n")
+    held = DataDirLock(str(tmp_path)).acquire()
+    try:
+        with pytest.raises(DataDirInUse, match=f"data dir {tmp_path} is in use by pid {os.getpid()}"):
+            DataDirLock(str(tmp_path)).acquire()
+        # The holder's own descriptor, handed down as local hands it to its API server, is accepted.
+        assert held.fd is not None
+        inherited = DataDirLock(str(tmp_path)).acquire(os.dup(held.fd))
+        inherited.release()
+        # A descriptor of another file is not taken for the lock.
+        with open(tmp_path / "other", "w") as other, pytest.raises(DataDirInUse):
+            DataDirLock(str(tmp_path)).acquire(other.fileno())
+    finally:
+        held.release()
+    DataDirLock(str(tmp_path)).acquire().release()
+
+
+def test_status_board_survives_a_lost_terminal_and_throttles_details():
+    out = io.StringIO()
+    board = local.StatusBoard(out, detail_interval=3600)
+    board.set("manager", "not ready", "waiting for caches: a, b")
+    board.set("manager", "not ready", "waiting for caches: b")  # same state, new detail: not yet
+    board.set("manager", "ready", "pid 1")
+    assert out.getvalue().splitlines() == ["manager        not ready            waiting for caches: a, b",
+                                           "manager        ready                pid 1"]
+    out.close()
+    board.say("koordinator local: stopping")  # a closed output must not raise into the shutdown
+    board.set("manager", "stopped", "exit code 0")
 
 
 def test_local_exits_1_when_the_apiserver_dies(tmp_path):
@@ -244,7 +518,8 @@ def test_local_reports_an_apiserver_that_cannot_start(tmp_path):
 
 def test_local_flags():
     for argv, needle in ((["--nodes", "-1"], "--nodes"), (["--port", "70000"], "--port"),
-                         (["--shutdown-timeout", "soon"], "--shutdown-timeout")):
+                         (["--shutdown-timeout", "soon"], "--shutdown-timeout"),
+                         (["--ready-timeout", "soon"], "--ready-timeout")):
         proc = subprocess.run([sys.executable, "-m", "koordinator", "local", *argv], capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
@@ -384,7 +659,7 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
     data = tmp_path / "kdata"
     missing = next((r for r in roles.ROLE_PACKAGES if not roles.is_implemented(r)), None)
     config = LocalConfig(data_dir=data, nodes=1, port=0, roles=["scheduler", *([missing] if missing else [])], out=out,
-                         shutdown_timeout=20, poll_interval=0.1,
+                         shutdown_timeout=20, poll_interval=0.1, controllers=False,
                          command=[sys.executable, "-c", wrapper, str(tmp_path / "fake_roles")])
     cluster = LocalCluster(config)
     result: list[int] = []
@@ -397,6 +672,8 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
             assert f"{missing:<14} not implemented yet" in out.getvalue()
         cmd = next(cmd for _, cmd in processes_mentioning(str(data)) if "--role=scheduler" in cmd)
         assert f"--kubeconfig {data / 'kubeconfig'}" in cmd and "--metrics-addr 127.0.0.1:" in cmd
+        assert f"--config {data / 'scheduler-config.yaml'}" in cmd
+        assert wait_until(lambda: "koordinator local: up" in out.getvalue(), 30), out.getvalue()
     finally:
         cluster.request_stop()
         runner.join(60)
@@ -412,7 +689,7 @@ FAKE_KOORDLET = """
     import os
 
     def add_flags(parser):
-        for flag in ("--proc-root", "--sys-root", "--cgroup-root", "--run-dir"):
+        for flag in ("--proc-root", "--sys-root", "--cgroup-root", "--run-dir", "--report-interval"):
             parser.add_argument(flag, required=True)
 
     def register(runtime, options):
@@ -441,7 +718,7 @@ def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path, monk
     data = tmp_path / "kdata"
     config = LocalConfig(data_dir=data, nodes=2, port=0, roles=["koordlet"], out=out, shutdown_timeout=20,
                          poll_interval=0.1, command=[sys.executable, "-c", wrapper, str(tmp_path / "fake_roles")],
-                         cgroup_version=1, cgroup_driver="cgroupfs")
+                         cgroup_version=1, cgroup_driver="cgroupfs", controllers=False)
     cluster = LocalCluster(config)
     result: list[int] = []
     runner = threading.Thread(target=lambda: result.append(cluster.run()), daemon=True)
@@ -461,7 +738,7 @@ def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path, monk
             tree = data / "nodes" / node
             assert "--role=koordlet" in cmd
             assert (f"--proc-root {tree / 'proc'} --sys-root {tree / 'sys'} --cgroup-root {tree / 'cgroup'} "
-                    f"--run-dir {data / 'koordlet' / node}") in cmd
+                    f"--run-dir {data / 'koordlet' / node} --report-interval {local.KOORDLET_REPORT_INTERVAL}") in cmd
             assert (data / "logs" / f"koordlet-{node}.log").is_file()
             assert (tree / "cgroup" / "cpuacct" / "kubepods").is_dir()  # v1, cgroupfs as asked
         sim = next(cmd for _, cmd in processes_mentioning(str(data)) if "simulate-nodes" in cmd)

@@ -536,6 +536,35 @@ def test_a_pod_with_a_duration_succeeds_and_its_directories_go(client, namespace
     assert client.get("Pod", "job", namespace)["status"]["phase"] == "Succeeded" and not pod_dir.exists()
 
 
+def test_a_pod_with_an_exit_code_fails_when_its_duration_ends(client, namespace, node_names, sim_factory, tmp_path):
+    node = node_names[0]
+    sim = sim_factory([node])
+    pod = pod_spec([container("job", {"cpu": "1"})], {profiles.ANNOTATION_DURATION: "3s",
+                                                       profiles.ANNOTATION_EXIT_CODE: "3"}, name="crash", node=node)
+    uid = client.create(pod, namespace=namespace)["metadata"]["uid"]
+    wait_until(lambda: running(client, "crash", namespace), message="the pod is Running")
+    sim.tick(2.0)
+    assert client.get("Pod", "crash", namespace)["status"]["phase"] == "Running"
+    sim.tick(2.0)
+    status = client.get("Pod", "crash", namespace)["status"]
+    assert status["phase"] == "Failed"
+    (c,) = status["containerStatuses"]
+    assert c["state"]["terminated"]["exitCode"] == 3 and c["state"]["terminated"]["reason"] == "Error"
+    assert {x["type"]: x.get("reason") for x in status["conditions"]}["Ready"] == "PodFailed"
+    assert not (tmp_path / "nodes" / node / "cgroup" / tree.pod_dir("systemd", "Burstable", uid)).exists()
+
+
+def test_exit_code_annotation_is_validated():
+    assert profiles.pod_profile(pod_spec([], {profiles.ANNOTATION_EXIT_CODE: "137"})).exit_code == 137
+    assert profiles.pod_profile(pod_spec([], {})).exit_code == 0
+    for bad, needle in (("boom", "'boom' is not an integer"), ("256", "must be from 0 to 255"),
+                        ("-1", "must be from 0 to 255")):
+        profile = profiles.pod_profile(pod_spec([], {profiles.ANNOTATION_EXIT_CODE: bad}))
+        (error,) = profile.errors
+        assert profile.exit_code == 0 and str(error) == (
+            f"annotation sim.koordinator.sh/exit-code={bad!r}: {needle}; the pod exits with 0")
+
+
 def test_a_bad_annotation_gives_the_default_and_a_warning_event(client, namespace, node_names, sim_factory,
                                                                tmp_path):
     node = node_names[0]

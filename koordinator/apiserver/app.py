@@ -16,8 +16,8 @@ from typing import Any, Callable, Generator
 
 import orjson
 
-from koordinator.apiserver import (admission, builtin_defaults, builtin_validation, discovery, errors, patch, protobuf,
-                                   tables, webhooks)
+from koordinator.apiserver import (admission, builtin_defaults, builtin_validation, deletion, discovery, errors, patch,
+                                   protobuf, tables, webhooks)
 from koordinator.apiserver.http import HttpConnection, Request, Response
 from koordinator.apiserver.objects import generate_name, meta, new_uid, now_rfc3339, spec_part, load_yaml
 from koordinator.apiserver.resources import Registry, ResourceType
@@ -314,9 +314,9 @@ class ApiServer:
         if method == "PATCH":
             return self._write(req, conn, rt, self._retrying(lambda: self._patch_steps(req, rt, route, key, True)))
         if method == "DELETE":
-            options = self.decode(req, None) if req.body.strip() else {}
+            options = deletion.delete_options(self.decode(req, None) if req.body.strip() else None, req.query)
             return self._write(req, conn, rt, self._retrying(
-                lambda: self._delete_steps(rt, key, name, options or {}, req.query, admit=True)))
+                lambda: self._delete_steps(rt, key, name, options, req.query, admit=True)))
         raise errors.method_not_allowed(method, rt.plural)
 
     # -- encoding --------------------------------------------------------------
@@ -340,13 +340,23 @@ class ApiServer:
 
     def present(self, rt: ResourceType, entry: Entry) -> bytes:
         """The stored bytes, relabelled if the client asked for another served version."""
-        if len(self.registry.versions_of(rt.storage_key)) < 2:
+        if rt.view is not None:
+            return orjson.dumps(rt.view.from_storage(entry.obj()))
+        versions = self.registry.versions_of(rt.storage_key)
+        # Objects are always stored in the form of the one version that is not a converted view.
+        if len(versions) < 2 or all(t.view is not None for t in versions if t is not rt):
             return entry.raw
         obj = entry.obj()
         if obj.get("apiVersion") == rt.api_version:
             return entry.raw
         obj["apiVersion"] = rt.api_version
         return orjson.dumps(obj)
+
+    @staticmethod
+    def served(rt: ResourceType, entry: Entry) -> Obj:
+        """The object of ``entry`` as ``rt`` serves it (converted when ``rt`` is a view of another form)."""
+        obj = entry.obj()
+        return rt.view.from_storage(obj) if rt.view is not None else obj
 
     @staticmethod
     def wants_table(req: Request) -> bool:
@@ -361,7 +371,8 @@ class ApiServer:
     def _respond_entry(self, req: Request, rt: ResourceType, entry: Entry) -> Response:
         self._check_accept(req)
         if self.wants_table(req):
-            return Response.json(200, self._table(req, rt, [entry.obj()], {"resourceVersion": str(entry.rv)}))
+            return Response.json(200, self._table(req, rt, [self.served(rt, entry)],
+                                                  {"resourceVersion": str(entry.rv)}))
         return Response(200, self.present(rt, entry))
 
     @staticmethod
@@ -378,6 +389,8 @@ class ApiServer:
         headers = self._warning_headers(warnings)
         if isinstance(body, Entry):
             return Response(status, self.present(rt, body), headers=headers)
+        if rt.view is not None and isinstance(body, dict) and body.get("apiVersion") == rt.view.storage_api_version:
+            body = rt.view.from_storage(body)  # e.g. a dry-run delete answers with the stored object
         return Response.json(status, body, headers=headers)
 
     def _table(self, req: Request, rt: ResourceType, objs: list[Obj], list_meta: Obj) -> Obj:
@@ -464,7 +477,7 @@ class ApiServer:
             list_meta["continue"] = self._encode_continue(list_rv, entries[-1].key)
             list_meta["remainingItemCount"] = remaining
         if self.wants_table(req):
-            return Response.json(200, self._table(req, rt, [e.obj() for e in entries], list_meta))
+            return Response.json(200, self._table(req, rt, [self.served(rt, e) for e in entries], list_meta))
         head = b'{"kind":"%s","apiVersion":"%s","metadata":%s,"items":[' % (
             rt.list_kind.encode(), rt.api_version.encode(), orjson.dumps(list_meta))
         return Response(200, head + b",".join(self.present(rt, e) for e in entries) + b"]}")
@@ -513,7 +526,8 @@ class ApiServer:
 
         def encode(entry: Entry) -> bytes:
             if table:
-                return orjson.dumps(self._table(req, rt, [entry.obj()], {"resourceVersion": str(entry.rv)}))
+                return orjson.dumps(self._table(req, rt, [self.served(rt, entry)],
+                                                {"resourceVersion": str(entry.rv)}))
             return self.present(rt, entry)
 
         def bookmark(rv: int, annotations: dict[str, str] | None) -> Obj:
@@ -663,6 +677,8 @@ class ApiServer:
         """Store ``obj`` (already validated) and run the server's derived-state hooks."""
         md = obj["metadata"]
         key = object_key(md.get("namespace") if rt.namespaced else None, md["name"])
+        if rt.view is not None:
+            obj = rt.view.to_storage(obj)
         entry = self.store.put(rt.storage_key, key, obj)
         self.pods.object_written(rt, obj)
         if rt.plural == "customresourcedefinitions" and rt.group == "apiextensions.k8s.io":
@@ -860,7 +876,7 @@ class ApiServer:
                                      f"({name})")
         if check_rv and md.get("resourceVersion") and md["resourceVersion"] != str(entry.rv):
             raise errors.conflict(rt.plural, name, errors.STALE_OBJECT, rt.group)
-        old = entry.obj()
+        old = self.served(rt, entry)
         if md.get("uid") and md["uid"] != old["metadata"]["uid"]:
             raise errors.conflict(rt.plural, name, f"Precondition failed: UID in precondition: {md['uid']}, UID in "
                                   f"object meta: {old['metadata']['uid']}", rt.group)
@@ -888,6 +904,17 @@ class ApiServer:
             new["status"] = obj.get("status")
             if new["status"] is None:
                 new.pop("status")
+            new["metadata"] = dict(old_md)
+            obj = new
+            md = obj["metadata"]
+        elif sub == "approval":
+            # A CertificateSigningRequest's approval changes its conditions and nothing else.
+            new = dict(old)
+            new["status"] = {**(old.get("status") or {}),
+                             "conditions": ((obj.get("status") or {}) if isinstance(obj.get("status"), dict)
+                                            else {}).get("conditions")}
+            if new["status"]["conditions"] is None:
+                new["status"].pop("conditions")
             new["metadata"] = dict(old_md)
             obj = new
             md = obj["metadata"]
@@ -953,7 +980,7 @@ class ApiServer:
             return (yield from apply.server_side_apply(_AdmittedWrites(self) if admit else self, req, rt, route, key,
                                                        body))
         entry = self._get(rt, key, route.name or "")
-        old = entry.obj()
+        old = self.served(rt, entry)
         if ctype == JSON_PATCH:
             if not isinstance(body, list):
                 raise errors.bad_request("json patch must be a JSON array of operations")
@@ -1003,6 +1030,7 @@ class ApiServer:
                       admit: bool = False) -> Steps:
         if not isinstance(options, dict):
             raise errors.bad_request("DeleteOptions must be an object")
+        deletion.validate(options)
         entry = self._get(rt, key, name)
         old = entry.obj()
         pre = options.get("preconditions") or {}
@@ -1043,26 +1071,39 @@ class ApiServer:
         grace = 0
         if rt.group == "" and rt.plural == "pods":
             grace = self.pods.deletion_grace(old, options.get("gracePeriodSeconds", query.get("gracePeriodSeconds")))
+        pending_grace = int(md.get("deletionGracePeriodSeconds") or 0)
+        if md.get("deletionTimestamp") and pending_grace > 0 and grace >= pending_grace:
+            return 202, entry, []  # a graceful deletion in progress keeps its finalizers and deadline
+        # The propagation policy is recorded as the orphan/foregroundDeletion finalizer the garbage
+        # collector acts on; Background needs none.
+        finalizers = deletion.deletion_finalizers(rt.group, rt.plural, md.get("finalizers"), options)
+        if finalizers is not None:
+            if finalizers:
+                md["finalizers"] = finalizers
+            else:
+                md.pop("finalizers", None)
         if not md.get("finalizers") and grace == 0:
             return 200, self.remove(rt, key), []
-        if md.get("deletionTimestamp") and grace >= int(md.get("deletionGracePeriodSeconds") or 0):
+        if md.get("deletionTimestamp") and finalizers is None and grace >= pending_grace:
             return 202, entry, []
-        md["deletionTimestamp"] = self.pods.deletion_time(grace)
+        if not md.get("deletionTimestamp") and rt.tracks_generation and md.get("generation"):
+            md["generation"] = int(md["generation"]) + 1  # kube bumps it when an object starts terminating
+        if not md.get("deletionTimestamp") or grace < pending_grace:
+            md["deletionTimestamp"] = self.pods.deletion_time(grace)
         md["deletionGracePeriodSeconds"] = grace
-        if not md.get("finalizers") and grace == 0:
-            return 200, self.remove(rt, key), []
         return 202, self.put(rt, old), []
 
     def _delete_collection_steps(self, req: Request, rt: ResourceType, namespace: str | None) -> Steps:
         labels, fields = self._selectors(req, rt)
-        options = self.decode(req, None) if req.body.strip() else {}
+        options = deletion.delete_options(self.decode(req, None) if req.body.strip() else None, req.query)
+        deletion.validate(options)  # before anything is deleted
         deleted = []
         for e in self._filter(self.store.sorted_entries(rt.storage_key), namespace, labels, fields):
             name = e.fields["metadata.name"]
             key = e.key
             try:
                 _, result, _ = yield from self._retrying(
-                    lambda: self._delete_steps(rt, key, name, options or {}, req.query, admit=True))
+                    lambda: self._delete_steps(rt, key, name, options, req.query, admit=True))
             except errors.StatusError as err:
                 if err.code == 404:  # deleted by someone else while webhooks were called
                     continue
@@ -1082,7 +1123,10 @@ class ApiServer:
                 continue
             for e in list(self.store.items(rt.storage_key).values()):
                 if e.fields.get("metadata.namespace") == name and e.key in self.store.items(rt.storage_key):
-                    self.delete_object(rt, e.key, e.fields["metadata.name"], {"gracePeriodSeconds": 0}, {})
+                    # Everything goes, so nothing is orphaned whatever the kind's default (kube's
+                    # namespace controller deletes in the background too).
+                    self.delete_object(rt, e.key, e.fields["metadata.name"],
+                                       {"gracePeriodSeconds": 0, "propagationPolicy": deletion.BACKGROUND}, {})
         self._finalize_namespace_if_empty(name)
 
     def _finalize_namespace_if_empty(self, name: str) -> None:

@@ -62,7 +62,7 @@ def server_side_apply(app: "ApiServer", req: "Request", rt: "ResourceType", rout
         obj = {**applied, "metadata": {**md, "name": route.name}}
         obj["metadata"]["managedFields"] = [managed]
         return app.create_object(rt, route.namespace, obj, req.query)
-    old = entry.obj()
+    old = app.served(rt, entry)
     clean = {**applied, "metadata": {k: v for k, v in md.items() if k not in ("managedFields", "resourceVersion")}}
     if rt.builtin:
         merged = patch.apply_strategic_merge_patch(old, clean, rt.group, rt.kind)

@@ -375,8 +375,40 @@ def _default_job(obj: Obj, create: bool) -> None:
     _default_job_spec(spec)
     md = _d(obj, "metadata")
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
-    if isinstance(template_labels, dict) and not md.get("labels"):
+    if isinstance(template_labels, dict) and template_labels and not md.get("labels"):
         md["labels"] = dict(template_labels)
+    if create and md.get("uid") and not spec.get("manualSelector"):
+        _generate_job_selector(obj, spec, md)
+        # kube defaults the labels again when it reads the Job back, so a template without labels of
+        # its own lends the Job the generated ones.
+        generated = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        if isinstance(generated, dict) and not md.get("labels"):
+            md["labels"] = dict(generated)
+
+
+# The labels kube-apiserver's Job strategy puts on the pod template, and the selector it selects by.
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+JOB_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+
+
+def _generate_job_selector(obj: Obj, spec: Obj, md: Obj) -> None:
+    """``generateSelector``: label the template with the Job's name and uid (labels the user set win,
+    and a conflict is validation's to report) and select ``batch.kubernetes.io/controller-uid``."""
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return
+    tmeta = _d(template, "metadata")
+    labels = tmeta.get("labels") if isinstance(tmeta.get("labels"), dict) else {}
+    for key in JOB_NAME_LABELS:
+        labels.setdefault(key, str(md.get("name", "")))
+    for key in JOB_UID_LABELS:
+        labels.setdefault(key, str(md["uid"]))
+    tmeta["labels"] = labels
+    selector = spec.get("selector") if isinstance(spec.get("selector"), dict) else {}
+    match = selector.get("matchLabels") if isinstance(selector.get("matchLabels"), dict) else {}
+    match.setdefault(JOB_UID_LABELS[1], str(md["uid"]))
+    selector["matchLabels"] = match
+    spec["selector"] = selector
 
 
 def _default_cronjob(obj: Obj, create: bool) -> None:
@@ -521,6 +553,238 @@ DEFAULTERS: dict[tuple[str, str], Defaulter] = {
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _default_mutating_webhooks,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): _default_validating_webhooks,
 }
+
+
+# ---------------------------------------------------------------------------------------
+# Storage, quota, and the other kinds kube-scheduler and kube-controller-manager inform on
+# ---------------------------------------------------------------------------------------
+
+
+def _default_persistent_volume(obj: Obj, create: bool) -> None:
+    spec = _d(obj, "spec")
+    if not spec.get("persistentVolumeReclaimPolicy"):
+        spec["persistentVolumeReclaimPolicy"] = "Retain"
+    _set(spec, "volumeMode", "Filesystem")
+    _canonical_list(spec.get("capacity"))
+    if isinstance(spec.get("hostPath"), dict):
+        _set(spec["hostPath"], "type", "")
+    status = _d(obj, "status")
+    if not status.get("phase"):
+        status["phase"] = "Pending"
+
+
+def _default_pvc_spec(spec: Obj) -> None:
+    _set(spec, "volumeMode", "Filesystem")
+    res = spec.get("resources")
+    if isinstance(res, dict):
+        _canonical_list(res.get("requests"))
+        _canonical_list(res.get("limits"))
+
+
+def _default_pvc(obj: Obj, create: bool) -> None:
+    _default_pvc_spec(_d(obj, "spec"))
+    status = _d(obj, "status")
+    if not status.get("phase"):
+        status["phase"] = "Pending"
+    _canonical_list(status.get("capacity"))
+
+
+def _default_replication_controller(obj: Obj, create: bool) -> None:
+    """``SetDefaults_ReplicationController``: selector and labels come from the template's labels."""
+    spec = _d(obj, "spec")
+    template = spec.get("template")
+    labels = ((template.get("metadata") or {}).get("labels") if isinstance(template, dict) else None)
+    if isinstance(labels, dict):
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        md = _d(obj, "metadata")
+        if not md.get("labels"):
+            md["labels"] = dict(labels)
+    _set(spec, "replicas", 1)
+    _default_pod_template(template)
+
+
+def _default_pod_template_kind(obj: Obj, create: bool) -> None:
+    _default_pod_template(obj.get("template"))
+
+
+def _default_resource_quota(obj: Obj, create: bool) -> None:
+    _canonical_list(_d(obj, "spec").get("hard"))
+    status = obj.get("status")
+    if isinstance(status, dict):
+        _canonical_list(status.get("hard"))
+        _canonical_list(status.get("used"))
+
+
+def _default_limit_range(obj: Obj, create: bool) -> None:
+    """``SetDefaults_LimitRangeItem``: a container's default limit is its max, its default request the
+    default limit, else the min."""
+    for item in _dicts(_d(obj, "spec").get("limits")):
+        for part in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            _canonical_list(item.get(part))
+        if item.get("type") != "Container":
+            continue
+        default, request = _d(item, "default"), _d(item, "defaultRequest")
+        for name, value in (item.get("max") or {}).items():
+            default.setdefault(name, value)
+        for name, value in default.items():
+            request.setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            request.setdefault(name, value)
+
+
+def _default_storage_class(obj: Obj, create: bool) -> None:
+    if not obj.get("reclaimPolicy"):
+        obj["reclaimPolicy"] = "Delete"
+    if not obj.get("volumeBindingMode"):
+        obj["volumeBindingMode"] = "Immediate"
+
+
+def _default_csi_driver(obj: Obj, create: bool) -> None:
+    spec = _d(obj, "spec")
+    for key, value in (("attachRequired", True), ("podInfoOnMount", False), ("requiresRepublish", False),
+                       ("storageCapacity", False), ("seLinuxMount", False),
+                       ("fsGroupPolicy", "ReadWriteOnceWithFSType")):
+        _set(spec, key, value)
+    if not spec.get("volumeLifecycleModes"):
+        spec["volumeLifecycleModes"] = ["Persistent"]
+
+
+def _default_csi_storage_capacity(obj: Obj, create: bool) -> None:
+    for key in ("capacity", "maximumVolumeSize"):
+        if obj.get(key) is not None:
+            try:
+                obj[key] = qty.canonical(obj[key])
+            except qty.QuantityError:
+                pass
+
+
+def _default_exact_request(req: Obj) -> None:
+    if not req.get("allocationMode"):
+        req["allocationMode"] = "ExactCount"
+    if req["allocationMode"] == "ExactCount" and not req.get("count"):
+        req["count"] = 1
+    for tol in _dicts(req.get("tolerations")):
+        if not tol.get("operator"):
+            tol["operator"] = "Equal"
+
+
+def default_device_claim(spec: Any) -> None:
+    """resource.k8s.io/v1 ``SetDefaults_ExactDeviceRequest``/``SetDefaults_DeviceSubRequest``."""
+    if not isinstance(spec, dict):
+        return
+    for req in _dicts((spec.get("devices") or {}).get("requests") if isinstance(spec.get("devices"), dict) else None):
+        if isinstance(req.get("exactly"), dict):
+            _default_exact_request(req["exactly"])
+        for sub in _dicts(req.get("firstAvailable")):
+            _default_exact_request(sub)
+
+
+def _default_resource_claim(obj: Obj, create: bool) -> None:
+    default_device_claim(obj.get("spec"))
+
+
+def _default_resource_claim_template(obj: Obj, create: bool) -> None:
+    template = obj.get("spec")
+    if isinstance(template, dict):
+        default_device_claim(template.get("spec"))
+
+
+def _default_endpoint_slice(obj: Obj, create: bool) -> None:
+    for port in _dicts(obj.get("ports")):
+        _set(port, "name", "")
+        _set(port, "protocol", "TCP")
+
+
+_HPA_SCALE_UP_POLICIES = [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                          {"type": "Percent", "value": 100, "periodSeconds": 15}]
+_HPA_SCALE_DOWN_POLICIES = [{"type": "Percent", "value": 100, "periodSeconds": 15}]
+
+
+def _default_hpa_rules(rules: Any, window: int, policies: list[Obj]) -> Obj:
+    """``GenerateHPAScaleUpRules``/``GenerateHPAScaleDownRules``: nil fields take the defaults."""
+    rules = dict(rules) if isinstance(rules, dict) else {}
+    _set(rules, "stabilizationWindowSeconds", window)
+    _set(rules, "selectPolicy", "Max")
+    if not rules.get("policies"):
+        rules["policies"] = [dict(p) for p in policies]
+    return rules
+
+
+def _default_hpa(obj: Obj, create: bool) -> None:
+    spec = _d(obj, "spec")
+    _set(spec, "minReplicas", 1)
+    if obj.get("apiVersion") == "autoscaling/v1":
+        # The CPU default of v1 is applied by its conversion to the stored (v2) form.
+        return
+    if not spec.get("metrics"):
+        spec["metrics"] = [{"type": "Resource", "resource": {
+            "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
+    for metric in _dicts(spec.get("metrics")):
+        for source in ("resource", "containerResource", "pods", "object", "external"):
+            target = (metric.get(source) or {}).get("target") if isinstance(metric.get(source), dict) else None
+            if isinstance(target, dict):
+                for key in ("value", "averageValue"):
+                    if target.get(key) is not None:
+                        try:
+                            target[key] = qty.canonical(target[key])
+                        except qty.QuantityError:
+                            pass
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):
+        behavior["scaleUp"] = _default_hpa_rules(behavior.get("scaleUp"), 0, _HPA_SCALE_UP_POLICIES)
+        behavior["scaleDown"] = _default_hpa_rules(behavior.get("scaleDown"), 300, _HPA_SCALE_DOWN_POLICIES)
+
+
+def _default_network_policy(obj: Obj, create: bool) -> None:
+    spec = _d(obj, "spec")
+    for direction in ("ingress", "egress"):
+        for rule in _dicts(spec.get(direction)):
+            for port in _dicts(rule.get("ports")):
+                _set(port, "protocol", "TCP")
+    if not spec.get("policyTypes"):
+        spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
+
+
+def _default_match_resources(match: Any) -> None:
+    if not isinstance(match, dict):
+        return
+    _set(match, "matchPolicy", "Equivalent")
+    _set(match, "namespaceSelector", {})
+    _set(match, "objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for rule in _dicts(match.get(key)):
+            _set(rule, "scope", "*")
+
+
+def _default_admission_policy(obj: Obj, create: bool) -> None:
+    spec = _d(obj, "spec")
+    _set(spec, "failurePolicy", "Fail")
+    _default_match_resources(spec.get("matchConstraints"))
+
+
+def _default_admission_policy_binding(obj: Obj, create: bool) -> None:
+    _default_match_resources(_d(obj, "spec").get("matchResources"))
+
+
+DEFAULTERS.update({
+    ("", "PersistentVolume"): _default_persistent_volume,
+    ("", "PersistentVolumeClaim"): _default_pvc,
+    ("", "ReplicationController"): _default_replication_controller,
+    ("", "PodTemplate"): _default_pod_template_kind,
+    ("", "ResourceQuota"): _default_resource_quota,
+    ("", "LimitRange"): _default_limit_range,
+    ("storage.k8s.io", "StorageClass"): _default_storage_class,
+    ("storage.k8s.io", "CSIDriver"): _default_csi_driver,
+    ("storage.k8s.io", "CSIStorageCapacity"): _default_csi_storage_capacity,
+    ("resource.k8s.io", "ResourceClaim"): _default_resource_claim,
+    ("resource.k8s.io", "ResourceClaimTemplate"): _default_resource_claim_template,
+    ("discovery.k8s.io", "EndpointSlice"): _default_endpoint_slice,
+    ("autoscaling", "HorizontalPodAutoscaler"): _default_hpa,
+    ("networking.k8s.io", "NetworkPolicy"): _default_network_policy,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): _default_admission_policy,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): _default_admission_policy_binding,
+})
 
 
 def apply_defaults(group: str, kind: str, obj: Obj, create: bool | None = None) -> None:

@@ -2392,6 +2392,1245 @@ def _validate_validating_webhooks(obj: Obj, old: Obj | None) -> Causes:
     return _validate_webhook_configuration(obj, False)
 
 
+# ---------------------------------------------------------------------------------------
+# Storage and the kinds kube-scheduler / kube-controller-manager inform on
+# (pkg/apis/core/validation, pkg/apis/storage/validation, pkg/apis/resource/validation,
+# pkg/apis/networking/validation, pkg/apis/discovery/validation, pkg/apis/autoscaling/validation,
+# pkg/apis/certificates/validation, pkg/apis/node/validation, pkg/apis/admissionregistration/validation)
+# ---------------------------------------------------------------------------------------
+
+_ACCESS_MODES = ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"]
+_RECLAIM_POLICIES = ["Delete", "Recycle", "Retain"]
+_VOLUME_MODES = ["Block", "Filesystem"]
+_PV_SOURCES = (
+    "hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd", "quobyte",
+    "cephfs", "iscsi", "cinder", "fc", "flexVolume", "azureFile", "vsphereVolume", "photonPersistentDisk",
+    "portworxVolume", "azureDisk", "scaleIO", "local", "storageos", "csi",
+)
+_GREATER_THAN_ZERO = "must be greater than zero"
+
+
+def _go_resource_list(value: Any) -> str:
+    """``%#v`` of a ``core.ResourceList`` as field errors print it (quantities by their text)."""
+    if not value:
+        return "core.ResourceList(nil)" if value is None else "core.ResourceList{}"
+    items = ", ".join(f'"{k}":"{_str(v) if isinstance(v, str) else v}"' for k, v in sorted(_d(value).items()))
+    return "core.ResourceList{" + items + "}"
+
+
+def _class_name(value: Any, path: str) -> Causes:
+    text = _str(value)
+    return [_invalid(path, text, m) for m in name_is_dns_subdomain(text, False)] if text else []
+
+
+def _access_modes(modes: Any, path: str) -> Causes:
+    causes: Causes = []
+    rwop = other = False
+    for mode in _l(modes):
+        if mode not in _ACCESS_MODES:
+            causes.append(not_supported(path, mode, _ACCESS_MODES))
+        elif mode == "ReadWriteOncePod":
+            rwop = True
+        else:
+            other = True
+    if rwop and other:
+        causes.append(forbidden_field(path, "may not use ReadWriteOncePod with other access modes"))
+    return causes
+
+
+def _positive_quantity(raw: Any, path: str) -> Causes:
+    q = _quantity(raw)
+    if q is None:
+        return []
+    return [_invalid(path, q.string, _GREATER_THAN_ZERO)] if q.value <= 0 else []
+
+
+def _validate_pv_spec(spec: Obj, path: str = "spec") -> Causes:
+    """``ValidatePersistentVolumeSpec`` (not inline): access modes, capacity, one volume source."""
+    causes: Causes = []
+    if not _l(spec.get("accessModes")):
+        causes.append(required(f"{path}.accessModes", ""))
+    causes.extend(_access_modes(spec.get("accessModes"), f"{path}.accessModes"))
+    capacity = spec.get("capacity")
+    if not _d(capacity):
+        causes.append(required(f"{path}.capacity", ""))
+    if "storage" not in _d(capacity) or len(_d(capacity)) > 1:
+        causes.append(cause("FieldValueNotSupported", f"{path}.capacity",
+                            f'Unsupported value: {_go_resource_list(capacity)}: supported values: "storage"'))
+    for name, raw in sorted(_d(capacity).items()):
+        causes.extend(_validate_resource_name(name, f"{path}.capacity[{name}]"))
+        causes.extend(_positive_quantity(raw, f"{path}.capacity[{name}]"))
+    policy = _str(spec.get("persistentVolumeReclaimPolicy"))
+    if policy and policy not in _RECLAIM_POLICIES:
+        causes.append(not_supported(f"{path}.persistentVolumeReclaimPolicy", policy, _RECLAIM_POLICIES))
+    affinity = spec.get("nodeAffinity")
+    if affinity is not None:
+        required_terms = _d(affinity).get("required")
+        if required_terms is not None:
+            terms = _l(_d(required_terms).get("nodeSelectorTerms"))
+            if not terms:
+                causes.append(required(f"{path}.nodeAffinity.required.nodeSelectorTerms",
+                                       "must have at least one node selector term"))
+            for i, term in enumerate(terms):
+                causes.extend(_validate_node_selector_term(_d(term), f"{path}.nodeAffinity.required."
+                                                                     f"nodeSelectorTerms[{i}]", True))
+    found = [k for k in _PV_SOURCES if spec.get(k) is not None]
+    for extra in found[1:]:
+        if extra != "flexVolume":
+            causes.append(forbidden_field(f"{path}.{extra}", "may not specify more than 1 volume type"))
+    if not found:
+        causes.append(required(path, "must specify a volume type"))
+    if "local" in found and not _d(affinity).get("required"):
+        causes.append(required(f"{path}.nodeAffinity", "Local volume requires node affinity"))
+    if isinstance(spec.get("hostPath"), dict) and not _str(spec["hostPath"].get("path")):
+        causes.append(required(f"{path}.hostPath.path", ""))
+    if isinstance(spec.get("nfs"), dict):
+        if not _str(spec["nfs"].get("server")):
+            causes.append(required(f"{path}.nfs.server", ""))
+        if not _str(spec["nfs"].get("path")):
+            causes.append(required(f"{path}.nfs.path", ""))
+    if isinstance(spec.get("csi"), dict):
+        if not _str(spec["csi"].get("driver")):
+            causes.append(required(f"{path}.csi.driver", ""))
+        if not _str(spec["csi"].get("volumeHandle")):
+            causes.append(required(f"{path}.csi.volumeHandle", ""))
+    if isinstance(spec.get("local"), dict) and not _str(spec["local"].get("path")):
+        causes.append(required(f"{path}.local.path", ""))
+    causes.extend(_class_name(spec.get("storageClassName"), f"{path}.storageClassName"))
+    mode = spec.get("volumeMode")
+    if mode is not None and mode not in _VOLUME_MODES:
+        causes.append(not_supported(f"{path}.volumeMode", mode, _VOLUME_MODES))
+    vac = spec.get("volumeAttributesClassName")
+    if vac is not None:
+        if not _str(vac):
+            causes.append(required(f"{path}.volumeAttributesClassName", "an empty string is disallowed"))
+        causes.extend(_class_name(vac, f"{path}.volumeAttributesClassName"))
+        if spec.get("csi") is None:
+            causes.append(required(f"{path}.csi", "has to be specified when using volumeAttributesClassName"))
+    return causes
+
+
+def _pv_source(spec: Obj) -> Obj:
+    return {k: spec.get(k) for k in _PV_SOURCES if spec.get(k) is not None}
+
+
+def _validate_persistent_volume(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(_validate_pv_spec(spec))
+    if old is not None:
+        old_spec = _d(old.get("spec"))
+        if _semantic(_pv_source(spec)) != _semantic(_pv_source(old_spec)):
+            causes.append(forbidden_field("spec.persistentvolumesource",
+                                          "spec.persistentvolumesource is immutable after creation"))
+        if spec.get("volumeMode") != old_spec.get("volumeMode"):
+            causes.append(_invalid("volumeMode", spec.get("volumeMode"), _IMMUTABLE))
+        if old_spec.get("volumeAttributesClassName") is not None and spec.get("volumeAttributesClassName") is None:
+            causes.append(forbidden_field("spec.volumeAttributesClassName",
+                                          "update from non-nil value to nil is forbidden"))
+    return causes
+
+
+def _validate_data_source(ref: Any, path: str, namespaced: bool) -> Causes:
+    ref = _d(ref)
+    causes: Causes = []
+    if not _str(ref.get("name")):
+        causes.append(required(f"{path}.name", ""))
+    if not _str(ref.get("kind")):
+        causes.append(required(f"{path}.kind", ""))
+    group = _str(ref.get("apiGroup"))
+    if not group and ref.get("kind") != "PersistentVolumeClaim":
+        causes.append(_invalid(path, _str(ref.get("kind")),
+                               "must be 'PersistentVolumeClaim' when referencing the default apiGroup"))
+    if group:
+        causes.extend(_invalid(f"{path}.apiGroup", group, m) for m in is_dns1123_subdomain(group))
+    if namespaced and _str(ref.get("namespace")):
+        causes.extend(_invalid(f"{path}.namespace", ref["namespace"], m)
+                      for m in name_is_dns_label(ref["namespace"], False))
+    return causes
+
+
+def validate_pvc_spec(spec: Obj, path: str) -> Causes:
+    """``ValidatePersistentVolumeClaimSpec`` (also for ephemeral volume and StatefulSet templates)."""
+    causes: Causes = []
+    if not _l(spec.get("accessModes")):
+        causes.append(required(f"{path}.accessModes", "at least 1 access mode is required"))
+    if spec.get("selector") is not None:
+        causes.extend(validate_label_selector(spec.get("selector"), f"{path}.selector"))
+    causes.extend(_access_modes(spec.get("accessModes"), f"{path}.accessModes"))
+    requests = _d(_d(spec.get("resources")).get("requests"))
+    storage_path = f"{path}.resources[storage]"
+    if "storage" not in requests:
+        causes.append(required(storage_path, ""))
+    else:
+        positive = _positive_quantity(requests["storage"], storage_path)
+        causes.extend(positive)
+        q = _quantity(requests["storage"])
+        if not positive and q is not None:
+            causes.extend(_validate_quantity_value("storage", q, storage_path))
+    causes.extend(_class_name(spec.get("storageClassName"), f"{path}.storageClassName"))
+    mode = spec.get("volumeMode")
+    if mode is not None and mode not in _VOLUME_MODES:
+        causes.append(not_supported(f"{path}.volumeMode", mode, _VOLUME_MODES))
+    if spec.get("dataSource") is not None:
+        causes.extend(_validate_data_source(spec["dataSource"], f"{path}.dataSource", False))
+    if spec.get("dataSourceRef") is not None:
+        causes.extend(_validate_data_source(spec["dataSourceRef"], f"{path}.dataSourceRef", True))
+    causes.extend(_class_name(spec.get("volumeAttributesClassName"), f"{path}.volumeAttributesClassName"))
+    return causes
+
+
+def _validate_pvc(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(validate_pvc_spec(spec, "spec"))
+    if old is None:
+        return causes
+    old_spec = _d(old.get("spec"))
+    # The PV controller binds a claim once (volumeName), a bound claim may grow; nothing else changes.
+    comparable_new, comparable_old = dict(spec), dict(old_spec)
+    if not _str(old_spec.get("volumeName")):
+        comparable_old["volumeName"] = spec.get("volumeName")
+    if old_spec.get("storageClassName") is None:
+        comparable_old["storageClassName"] = spec.get("storageClassName")
+    for part in (comparable_new, comparable_old):
+        part.pop("volumeAttributesClassName", None)
+        if _str(_d(obj.get("status")).get("phase")) == "Bound":
+            res = dict(_d(part.get("resources")))
+            res["requests"] = {k: v for k, v in _d(res.get("requests")).items() if k != "storage"}
+            part["resources"] = res
+    if _semantic(comparable_new) != _semantic(comparable_old):
+        causes.append(forbidden_field("spec", "spec is immutable after creation except resources.requests and "
+                                              "volumeAttributesClassName for bound claims"))
+    new_size = _quantity(_d(_d(spec.get("resources")).get("requests")).get("storage"))
+    old_size = _quantity(_d(_d(old_spec.get("resources")).get("requests")).get("storage"))
+    if new_size is not None and old_size is not None and new_size.value < old_size.value:
+        status_size = _quantity(_d(_d(old.get("status")).get("capacity")).get("storage"))
+        if status_size is None or new_size.value <= status_size.value:
+            causes.append(forbidden_field("spec.resources.requests.storage",
+                                          "field can not be less than status.capacity"))
+    if spec.get("volumeMode") != old_spec.get("volumeMode"):
+        causes.append(_invalid("volumeMode", spec.get("volumeMode"), _IMMUTABLE))
+    return causes
+
+
+def _rc_selector_as_label_selector(sel: Any) -> Any:
+    return {"matchLabels": sel} if isinstance(sel, dict) else None
+
+
+def _validate_replication_controller(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateReplicationController``: a map selector that the template's labels must match."""
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(_nonnegative(spec.get("replicas"), "spec.replicas"))
+    causes.extend(_nonnegative(spec.get("minReadySeconds"), "spec.minReadySeconds"))
+    sel = spec.get("selector")
+    if not _d(sel):
+        causes.append(required("spec.selector", ""))
+    else:
+        causes.extend(validate_labels(sel, "spec.selector"))
+    tmpl = spec.get("template")
+    if tmpl is None:
+        causes.append(required("spec.template", ""))
+        return causes
+    if _d(sel):
+        labels = _d(_d(_d(tmpl).get("metadata")).get("labels"))
+        if any(labels.get(k) != v for k, v in _d(sel).items()):
+            causes.append(_invalid_raw("spec.template.metadata.labels", go_string_map(labels or None),
+                                       "`selector` does not match template `labels`"))
+    causes.extend(_validate_pod_template(tmpl, "spec.template"))
+    causes.extend(_restart_always(tmpl, "spec.template"))
+    if _d(_d(tmpl).get("spec")).get("activeDeadlineSeconds") is not None:
+        causes.append(forbidden_field("spec.template.spec.activeDeadlineSeconds",
+                                      "activeDeadlineSeconds in ReplicationController is not Supported"))
+    return causes
+
+
+def _validate_pod_template_kind(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    causes.extend(_validate_pod_template(obj.get("template"), "template"))
+    return causes
+
+
+_QUOTA_SCOPES = ["BestEffort", "CrossNamespacePodAffinity", "NotBestEffort", "NotTerminating", "PriorityClass",
+                 "Terminating", "VolumeAttributesClass"]
+
+
+def _validate_resource_list(values: Any, path: str) -> Causes:
+    causes: Causes = []
+    for name, raw in sorted(_d(values).items()):
+        causes.extend(_validate_resource_name(name, f"{path}[{name}]"))
+        q = _quantity(raw)
+        if q is not None:
+            causes.extend(_validate_quantity_value(name, q, f"{path}[{name}]"))
+    return causes
+
+
+def _validate_resource_quota(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(_validate_resource_list(spec.get("hard"), "spec.hard"))
+    status = _d(obj.get("status"))
+    causes.extend(_validate_resource_list(status.get("hard"), "status.hard"))
+    causes.extend(_validate_resource_list(status.get("used"), "status.used"))
+    for i, scope in enumerate(_l(spec.get("scopes"))):
+        if scope not in _QUOTA_SCOPES:
+            causes.append(not_supported(f"spec.scopes[{i}]", scope, _QUOTA_SCOPES))
+    for i, expr in enumerate(_d(e) for e in _l(_d(spec.get("scopeSelector")).get("matchExpressions"))):
+        epath = f"spec.scopeSelector.matchExpressions[{i}]"
+        if expr.get("scopeName") not in _QUOTA_SCOPES:
+            causes.append(not_supported(f"{epath}.scopeName", expr.get("scopeName"), _QUOTA_SCOPES))
+        if expr.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            causes.append(not_supported(f"{epath}.operator", expr.get("operator"),
+                                        ["DoesNotExist", "Exists", "In", "NotIn"]))
+    return causes
+
+
+def _validate_limit_range(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateLimitRange``: one item per type; min <= defaultRequest <= default <= max."""
+    causes = validate_object_meta(obj)
+    seen: set[str] = set()
+    for i, item in enumerate(_d(x) for x in _l(_d(obj.get("spec")).get("limits"))):
+        path = f"spec.limits[{i}]"
+        ltype = _str(item.get("type"))
+        if not ltype:
+            causes.append(required(f"{path}.type", ""))
+        elif ltype in seen:
+            causes.append(duplicate(f"{path}.type", ltype))
+        seen.add(ltype)
+        parts = {p: _d(item.get(p)) for p in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")}
+        for part, values in parts.items():
+            causes.extend(_validate_resource_list(values, f"{path}.{part}"))
+        if ltype == "Pod" and (parts["default"] or parts["defaultRequest"]):
+            key = "default" if parts["default"] else "defaultRequest"
+            causes.append(forbidden_field(f"{path}.{key}", "may not be specified when `type` is 'Pod'"))
+        for name in sorted(set().union(*(v.keys() for v in parts.values()))):
+            q = {p: _quantity(v.get(name)) for p, v in parts.items()}
+            lo, hi = q["min"], q["max"]
+            if lo is not None and hi is not None and lo.value > hi.value:
+                causes.append(_invalid_raw(f"{path}.min[{name}]", _fmt(lo.string),
+                                           f"min value {lo.string} is greater than max value {hi.string}"))
+            dr, df = q["defaultRequest"], q["default"]
+            if dr is not None and hi is not None and dr.value > hi.value:
+                causes.append(_invalid_raw(f"{path}.defaultRequest[{name}]", _fmt(dr.string),
+                                           f"default request value {dr.string} is greater than max value {hi.string}"))
+            if dr is not None and df is not None and dr.value > df.value:
+                causes.append(_invalid_raw(f"{path}.defaultRequest[{name}]", _fmt(dr.string),
+                                           f"default request value {dr.string} is greater than default limit value "
+                                           f"{df.string}"))
+            if df is not None and hi is not None and df.value > hi.value:
+                causes.append(_invalid_raw(f"{path}.default[{name}]", _fmt(df.string),
+                                           f"default value {df.string} is greater than max value {hi.string}"))
+    return causes
+
+
+def _validate_controller_revision(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateControllerRevisionCreate``/``Update``: revision >= 0; data is set once."""
+    causes = validate_object_meta(obj)
+    if "data" not in obj or obj.get("data") is None:
+        causes.append(required("data", "data is mandatory"))
+    causes.extend(_nonnegative(obj.get("revision"), "revision"))
+    if old is not None and _semantic(obj.get("data")) != _semantic(old.get("data")):
+        causes.append(_invalid_raw("data", "runtime.RawExtension{...}", _IMMUTABLE))
+    return causes
+
+
+# -- storage.k8s.io/v1 ------------------------------------------------------------------------
+
+_SC_RECLAIM_POLICIES = ["Delete", "Retain"]
+_BINDING_MODES = ["Immediate", "WaitForFirstConsumer"]
+_MAX_PARAMETERS_SIZE = 256 * 1024
+
+
+def _validate_parameters(params: Any, path: str) -> Causes:
+    causes: Causes = []
+    total = 0
+    for key, value in _d(params).items():
+        if not key:
+            causes.append(_invalid(path, key, "field can not be empty."))
+        total += len(key) + len(_str(value))
+    if total > _MAX_PARAMETERS_SIZE:
+        causes.append(too_long(path, _MAX_PARAMETERS_SIZE))
+    return causes
+
+
+def _validate_provisioner(value: Any, path: str) -> Causes:
+    text = _str(value)
+    if not text:
+        return [required(path, "")]
+    return [_invalid(path, text.lower(), m) for m in is_qualified_name(text.lower())]
+
+
+def _validate_storage_class(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    causes.extend(_validate_provisioner(obj.get("provisioner"), "provisioner"))
+    causes.extend(_validate_parameters(obj.get("parameters"), "parameters"))
+    policy = obj.get("reclaimPolicy")
+    if _str(policy) and policy not in _SC_RECLAIM_POLICIES:
+        causes.append(not_supported("reclaimPolicy", policy, _SC_RECLAIM_POLICIES))
+    mode = obj.get("volumeBindingMode")
+    if mode is None:
+        causes.append(required("volumeBindingMode", ""))
+    elif mode not in _BINDING_MODES:
+        causes.append(not_supported("volumeBindingMode", mode, _BINDING_MODES))
+    for i, term in enumerate(_d(t) for t in _l(obj.get("allowedTopologies"))):
+        exprs = _l(term.get("matchLabelExpressions"))
+        if not exprs:
+            causes.append(required(f"allowedTopologies[{i}].matchLabelExpressions", "must have at least one "
+                                                                                   "label expression"))
+        for j, expr in enumerate(_d(e) for e in exprs):
+            epath = f"allowedTopologies[{i}].matchLabelExpressions[{j}]"
+            key = _str(expr.get("key"))
+            causes.extend(_invalid(f"{epath}.key", key, m) for m in is_qualified_name(key))
+            if not _l(expr.get("values")):
+                causes.append(required(f"{epath}.values", "must specify as least one value"))
+    if old is not None:
+        if _semantic(_d(obj.get("parameters"))) != _semantic(_d(old.get("parameters"))):
+            causes.append(forbidden_field("parameters", "updates to parameters are forbidden."))
+        if obj.get("provisioner") != old.get("provisioner"):
+            causes.append(forbidden_field("provisioner", "updates to provisioner are forbidden."))
+        if obj.get("reclaimPolicy") != old.get("reclaimPolicy"):
+            causes.append(forbidden_field("reclaimPolicy", "updates to reclaimPolicy are forbidden."))
+        if obj.get("volumeBindingMode") != old.get("volumeBindingMode"):
+            causes.append(_invalid("volumeBindingMode", mode, _IMMUTABLE))
+    return causes
+
+
+def _csi_driver_name(value: Any, path: str) -> Causes:
+    """``validateCSIDriverName``: required, at most 63 characters, a DNS-1123 subdomain."""
+    name = _str(value)
+    if not name:
+        return [required(path, name)]
+    causes: Causes = []
+    if len(name) > 63:
+        causes.append(too_long(path, 63))
+    lowered = name.lower()
+    causes.extend(_invalid(path, name, m) for m in is_dns1123_subdomain(lowered))
+    return causes
+
+
+_FS_GROUP_POLICIES = ["File", "None", "ReadWriteOnceWithFSType"]
+_LIFECYCLE_MODES = ["Ephemeral", "Persistent"]
+
+
+def _validate_csi_driver(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    causes.extend(_csi_driver_name(_d(obj.get("metadata")).get("name"), "metadata.name"))
+    spec = _d(obj.get("spec"))
+    for flag in ("attachRequired", "podInfoOnMount", "requiresRepublish", "storageCapacity", "seLinuxMount"):
+        if spec.get(flag) is None:
+            causes.append(required(f"spec.{flag}", ""))
+    policy = spec.get("fsGroupPolicy")
+    if policy is not None and policy not in _FS_GROUP_POLICIES:
+        causes.append(not_supported("spec.fsGroupPolicy", policy, _FS_GROUP_POLICIES))
+    for i, mode in enumerate(_l(spec.get("volumeLifecycleModes"))):
+        if mode not in _LIFECYCLE_MODES:
+            causes.append(not_supported(f"spec.volumeLifecycleModes[{i}]", mode, _LIFECYCLE_MODES))
+    audiences: set[str] = set()
+    for i, token in enumerate(_d(t) for t in _l(spec.get("tokenRequests"))):
+        audience = _str(token.get("audience"))
+        if audience in audiences:
+            causes.append(duplicate(f"spec.tokenRequests[{i}].audience", audience))
+        audiences.add(audience)
+        seconds = _int(token.get("expirationSeconds"))
+        if seconds is not None and seconds < 600:
+            causes.append(_invalid(f"spec.tokenRequests[{i}].expirationSeconds", seconds,
+                                   "may not specify a duration less than 10 minutes"))
+    if old is not None and spec.get("attachRequired") != _d(old.get("spec")).get("attachRequired"):
+        causes.append(_invalid("spec.attachRequired", spec.get("attachRequired"), _IMMUTABLE))
+    return causes
+
+
+def _validate_csi_node(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    names: set[str] = set()
+    for i, drv in enumerate(_d(d) for d in _l(_d(obj.get("spec")).get("drivers"))):
+        path = f"spec.drivers[{i}]"
+        causes.extend(_csi_driver_name(drv.get("name"), f"{path}.name"))
+        if _str(drv.get("name")) in names:
+            causes.append(duplicate(f"{path}.name", drv.get("name")))
+        names.add(_str(drv.get("name")))
+        node_id = _str(drv.get("nodeID"))
+        if not node_id:
+            causes.append(required(f"{path}.nodeID", node_id))
+        elif len(node_id) > 192:
+            causes.append(too_long(f"{path}.nodeID", 192))
+        count = _int(_d(drv.get("allocatable")).get("count"))
+        if count is not None and count < 0:
+            causes.append(_invalid(f"{path}.allocatable.count", count, _NEGATIVE))
+        for j, key in enumerate(_l(drv.get("topologyKeys"))):
+            causes.extend(_invalid(f"{path}.topologyKeys[{j}]", _str(key), m) for m in is_qualified_name(_str(key)))
+    return causes
+
+
+def _validate_csi_storage_capacity(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    causes.extend(validate_label_selector(obj.get("nodeTopology"), "nodeTopology"))
+    name = _str(obj.get("storageClassName"))
+    if not name:
+        causes.append(required("storageClassName", ""))
+    else:
+        causes.extend(_invalid("storageClassName", name, m) for m in name_is_dns_subdomain(name, False))
+    for part in ("capacity", "maximumVolumeSize"):
+        q = _quantity(obj.get(part))
+        if q is not None and q.value < 0:
+            causes.append(_invalid(part, q.string, _NEGATIVE))
+    if old is not None:
+        for part in ("storageClassName", "nodeTopology"):
+            if _semantic(obj.get(part)) != _semantic(old.get(part)):
+                causes.append(_invalid_raw(part, _fmt(obj.get(part)) if part == "storageClassName"
+                                           else _label_selector_string(obj.get(part)), _IMMUTABLE))
+    return causes
+
+
+def _validate_volume_attachment(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateVolumeAttachment``: attacher, nodeName and exactly one source."""
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    if not _str(spec.get("attacher")):
+        causes.append(required("spec.attacher", ""))
+    else:
+        causes.extend(_csi_driver_name(spec.get("attacher"), "spec.attacher"))
+    source = _d(spec.get("source"))
+    count = 0
+    if source.get("persistentVolumeName") is not None:
+        count += 1
+        if not _str(source.get("persistentVolumeName")):
+            causes.append(required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName"))
+    if source.get("inlineVolumeSpec") is not None:
+        count += 1
+        inline = _d(source.get("inlineVolumeSpec"))
+        if inline.get("csi") is None:
+            causes.append(required("spec.source.inlineVolumeSpec.csi",
+                                   "has to be specified in the context of inline volumes"))
+    if count == 0:
+        causes.append(required("spec.source", "must specify exactly one of inlineVolumeSpec and persistentVolumeName"))
+    elif count > 1:
+        causes.append(forbidden_field("spec.source",
+                                      "must specify exactly one of inlineVolumeSpec and persistentVolumeName"))
+    node = _str(spec.get("nodeName"))
+    if not node:
+        causes.append(required("spec.nodeName", ""))
+    else:
+        causes.extend(_invalid("spec.nodeName", node, m) for m in name_is_dns_subdomain(node, False))
+    if old is not None and _semantic(spec) != _semantic(_d(old.get("spec"))):
+        causes.append(forbidden_field("spec", "spec is immutable after creation"))
+    return causes
+
+
+def _validate_volume_attributes_class(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    causes.extend(_validate_provisioner(obj.get("driverName"), "driverName"))
+    causes.extend(_validate_parameters(obj.get("parameters"), "parameters"))
+    if old is not None:
+        if _semantic(_d(obj.get("parameters"))) != _semantic(_d(old.get("parameters"))):
+            causes.append(forbidden_field("parameters", "updates to parameters are forbidden."))
+        if obj.get("driverName") != old.get("driverName"):
+            causes.append(forbidden_field("driverName", "updates to driverName are forbidden."))
+    return causes
+
+
+# -- resource.k8s.io/v1 -----------------------------------------------------------------------
+
+_ALLOCATION_MODES = ["All", "ExactCount"]
+_MAX_REQUESTS = 32
+
+
+def _dns_label_name(value: Any, path: str) -> Causes:
+    text = _str(value)
+    if not text:
+        return [required(path, "")]
+    return [_invalid(path, text, m) for m in is_dns1123_label(text)]
+
+
+def _validate_cel_selectors(selectors: Any, path: str) -> Causes:
+    causes: Causes = []
+    for i, sel in enumerate(_d(s) for s in _l(selectors)):
+        cel = sel.get("cel")
+        if cel is None:
+            causes.append(required(f"{path}[{i}].cel", ""))
+        elif not _str(_d(cel).get("expression")):
+            causes.append(required(f"{path}[{i}].cel.expression", ""))
+    return causes
+
+
+def _validate_exact_request(req: Obj, path: str) -> Causes:
+    causes: Causes = []
+    class_name = _str(req.get("deviceClassName"))
+    if not class_name:
+        causes.append(required(f"{path}.deviceClassName", ""))
+    else:
+        causes.extend(_invalid(f"{path}.deviceClassName", class_name, m)
+                      for m in name_is_dns_subdomain(class_name, False))
+    causes.extend(_validate_cel_selectors(req.get("selectors"), f"{path}.selectors"))
+    mode = _str(req.get("allocationMode"))
+    if mode == "ExactCount":
+        count = _int(req.get("count"))
+        if count is not None and count <= 0:
+            causes.append(_invalid(f"{path}.count", count, _GREATER_THAN_ZERO))
+    elif mode == "All":
+        if req.get("count") not in (None, 0):
+            causes.append(_invalid(f"{path}.count", req.get("count"),
+                                   "must not be specified when allocationMode is 'All'"))
+    else:
+        causes.append(not_supported(f"{path}.allocationMode", mode, _ALLOCATION_MODES))
+    return causes
+
+
+def validate_device_claim(spec: Obj, path: str) -> Causes:
+    """``validateDeviceClaim``: named requests, each with exactly one of ``exactly``/``firstAvailable``."""
+    devices = _d(spec.get("devices"))
+    requests = _l(devices.get("requests"))
+    causes: Causes = []
+    if len(requests) > _MAX_REQUESTS:
+        causes.append(cause("FieldValueTooMany", f"{path}.devices.requests",
+                            f"Too many: {len(requests)}: must have at most {_MAX_REQUESTS} items"))
+    names: set[str] = set()
+    for i, req in enumerate(_d(r) for r in requests):
+        rpath = f"{path}.devices.requests[{i}]"
+        name = _str(req.get("name"))
+        causes.extend(_dns_label_name(name, f"{rpath}.name"))
+        if name and name in names:
+            causes.append(duplicate(f"{rpath}.name", name))
+        names.add(name)
+        exactly, first = req.get("exactly"), req.get("firstAvailable")
+        if (exactly is None) == (first is None):
+            detail = "exactly one of `exactly` or `firstAvailable` is required"
+            causes.append(required(rpath, detail) if exactly is None else _invalid_raw(rpath, "{...}", detail))
+        if exactly is not None:
+            causes.extend(_validate_exact_request(_d(exactly), f"{rpath}.exactly"))
+        for j, sub in enumerate(_d(s) for s in _l(first)):
+            spath = f"{rpath}.firstAvailable[{j}]"
+            causes.extend(_dns_label_name(sub.get("name"), f"{spath}.name"))
+            causes.extend(_validate_exact_request(sub, spath))
+    for i, constraint in enumerate(_d(c) for c in _l(devices.get("constraints"))):
+        for j, ref in enumerate(_l(constraint.get("requests"))):
+            if _str(ref).split("/")[0] not in names:
+                causes.append(_invalid(f"{path}.devices.constraints[{i}].requests[{j}]", ref,
+                                       "must be the name of a request in the claim or the name of a request and "
+                                       "a subrequest separated by '/'"))
+    return causes
+
+
+def _validate_device_class(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(_validate_cel_selectors(spec.get("selectors"), "spec.selectors"))
+    ext = spec.get("extendedResourceName")
+    if ext is not None and not is_extended_resource(_str(ext)):
+        causes.append(_invalid("spec.extendedResourceName", ext, "must be a valid extended resource name"))
+    return causes
+
+
+def _validate_resource_slice(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateResourceSlice``: driver, pool, and exactly one node selection field."""
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    driver = _str(spec.get("driver"))
+    if not driver:
+        causes.append(required("spec.driver", ""))
+    else:
+        causes.extend(_csi_driver_name(driver, "spec.driver"))
+    pool = _d(spec.get("pool"))
+    if not _str(pool.get("name")):
+        causes.append(required("spec.pool.name", ""))
+    causes.extend(_nonnegative(pool.get("generation"), "spec.pool.generation"))
+    count = _int(pool.get("resourceSliceCount"))
+    if count is None or count <= 0:
+        causes.append(_invalid("spec.pool.resourceSliceCount", count if count is not None else 0, _GREATER_THAN_ZERO))
+    choices = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+               if spec.get(k) not in (None, False, "")]
+    detail = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+    if not choices:
+        causes.append(required("spec", detail))
+    elif len(choices) > 1:
+        causes.append(_invalid_raw("spec", "{" + ", ".join(f'"{c}"' for c in choices) + "}", detail))
+    if _str(spec.get("nodeName")):
+        causes.extend(_invalid("spec.nodeName", spec["nodeName"], m)
+                      for m in name_is_dns_subdomain(spec["nodeName"], False))
+    names: set[str] = set()
+    for i, dev in enumerate(_d(d) for d in _l(spec.get("devices"))):
+        name = _str(dev.get("name"))
+        causes.extend(_dns_label_name(name, f"spec.devices[{i}].name"))
+        if name and name in names:
+            causes.append(duplicate(f"spec.devices[{i}].name", name))
+        names.add(name)
+    if old is not None:
+        old_spec = _d(old.get("spec"))
+        for part in ("nodeName", "driver"):
+            if spec.get(part) != old_spec.get(part):
+                causes.append(_invalid(f"spec.{part}", spec.get(part), _IMMUTABLE))
+    return causes
+
+
+def _validate_resource_claim(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(validate_device_claim(spec, "spec"))
+    if old is not None and _semantic(spec) != _semantic(_d(old.get("spec"))):
+        causes.append(_invalid_raw("spec", "core.ResourceClaimSpec{...}", _IMMUTABLE))
+    reserved = _l(_d(obj.get("status")).get("reservedFor"))
+    if len(reserved) > 256:
+        causes.append(cause("FieldValueTooMany", "status.reservedFor",
+                            f"Too many: {len(reserved)}: must have at most 256 items"))
+    return causes
+
+
+def _validate_resource_claim_template(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    tmpl = _d(obj.get("spec"))
+    md = _d(tmpl.get("metadata"))
+    causes.extend(validate_labels(md.get("labels"), "spec.metadata.labels"))
+    causes.extend(validate_annotations(md.get("annotations"), "spec.metadata.annotations"))
+    causes.extend(validate_device_claim(_d(tmpl.get("spec")), "spec.spec"))
+    if old is not None and _semantic(tmpl) != _semantic(_d(old.get("spec"))):
+        causes.append(_invalid_raw("spec", "resource.ResourceClaimTemplateSpec{...}", _IMMUTABLE))
+    return causes
+
+
+# -- events.k8s.io/v1 -------------------------------------------------------------------------
+
+
+def _validate_events_v1(obj: Obj, old: Obj | None) -> Causes:
+    """``ValidateEventCreate`` for ``events.k8s.io/v1``: the legacy rules plus the strict ones.
+
+    Paths are those of the stored (core) form, as kube reports them.
+    """
+    from koordinator.apiserver.conversions import EVENTS_V1
+
+    core = EVENTS_V1.to_storage(obj)
+    # The legacy checks name the reporting field as the request's API does.
+    causes = [{**c, "field": "reportingController"} if c["field"] == "reportingComponent" else c
+              for c in _validate_event(core, None)]
+    if old is not None:
+        return causes
+    if not core.get("eventTime"):
+        causes.append(required("eventTime", ""))
+    series = core.get("series")
+    if series is not None:
+        count = _int(_d(series).get("count"))
+        if count is None or count < 2:
+            causes.append(_invalid("series.count", "", "should be at least 2"))
+        if not _d(series).get("lastObservedTime"):
+            causes.append(required("series.lastObservedTime", ""))
+    if core.get("type") not in ("Normal", "Warning"):
+        causes.append(_invalid("type", "", f"has invalid value: {_str(core.get('type'))}"))
+    for fld in ("firstTimestamp", "lastTimestamp"):
+        if core.get(fld):
+            causes.append(_invalid(fld, "", "needs to be unset"))
+    if core.get("count"):
+        causes.append(_invalid("count", "", "needs to be unset"))
+    if _d(core.get("source")).get("component") or _d(core.get("source")).get("host"):
+        causes.append(_invalid("source", "", "needs to be unset"))
+    return causes
+
+
+# -- discovery.k8s.io/v1 ----------------------------------------------------------------------
+
+_ADDRESS_TYPES = ["FQDN", "IPv4", "IPv6"]
+
+
+def _validate_endpoint_slice(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    address_type = _str(obj.get("addressType"))
+    if address_type not in _ADDRESS_TYPES:
+        causes.append(not_supported("addressType", address_type, _ADDRESS_TYPES))
+    endpoints = _l(obj.get("endpoints"))
+    if len(endpoints) > 1000:
+        causes.append(cause("FieldValueTooMany", "endpoints", f"Too many: {len(endpoints)}: must have at most 1000 "
+                                                              "items"))
+    for i, ep in enumerate(_d(e) for e in endpoints):
+        addresses = _l(ep.get("addresses"))
+        if not addresses:
+            causes.append(required(f"endpoints[{i}].addresses", "must contain at least 1 address"))
+        elif len(addresses) > 100:
+            causes.append(cause("FieldValueTooMany", f"endpoints[{i}].addresses",
+                                f"Too many: {len(addresses)}: must have at most 100 items"))
+        if _str(ep.get("nodeName")):
+            causes.extend(_invalid(f"endpoints[{i}].nodeName", ep["nodeName"], m)
+                          for m in name_is_dns_subdomain(ep["nodeName"], False))
+        if _str(ep.get("hostname")):
+            causes.extend(_invalid(f"endpoints[{i}].hostname", ep["hostname"], m)
+                          for m in is_dns1123_label(ep["hostname"]))
+    names: set[str] = set()
+    for i, port in enumerate(_d(p) for p in _l(obj.get("ports"))):
+        name = _str(port.get("name"))
+        if name:
+            causes.extend(_invalid(f"ports[{i}].name", name, m) for m in is_dns1123_label(name))
+        if name in names:
+            causes.append(duplicate(f"ports[{i}].name", name))
+        names.add(name)
+        if port.get("protocol") is not None and port["protocol"] not in _PORT_PROTOCOLS:
+            causes.append(not_supported(f"ports[{i}].protocol", port["protocol"], _PORT_PROTOCOLS))
+        number = _int(port.get("port"))
+        if number is not None:
+            causes.extend(_invalid(f"ports[{i}].port", number, m) for m in is_valid_port_num(number))
+    if old is not None and obj.get("addressType") != old.get("addressType"):
+        causes.append(_invalid("addressType", obj.get("addressType"), _IMMUTABLE))
+    return causes
+
+
+# -- autoscaling ------------------------------------------------------------------------------
+
+_METRIC_TYPES = ["ContainerResource", "External", "Object", "Pods", "Resource"]
+_METRIC_SOURCE_FIELDS = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+                         "Object": "object", "External": "external"}
+
+
+def _validate_metric_target(target: Any, path: str) -> Causes:
+    target = _d(target)
+    ttype = _str(target.get("type"))
+    causes: Causes = []
+    if not ttype:
+        causes.append(required(f"{path}.type", "must specify a metric target type"))
+    elif ttype not in ("AverageValue", "Utilization", "Value"):
+        causes.append(not_supported(f"{path}.type", ttype, ["AverageValue", "Utilization", "Value"]))
+    if target.get("value") is None and target.get("averageValue") is None and target.get("averageUtilization") is None:
+        causes.append(required(path, "must set either a target value, average value, or average utilization"))
+    utilization = _int(target.get("averageUtilization"))
+    if utilization is not None and utilization < 1:
+        causes.append(_invalid(f"{path}.averageUtilization", utilization, "must be greater than 0"))
+    return causes
+
+
+def _validate_hpa_v2(obj: Obj) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    ref = _d(spec.get("scaleTargetRef"))
+    if not _str(ref.get("kind")):
+        causes.append(required("spec.scaleTargetRef.kind", ""))
+    else:
+        causes.extend(_invalid("spec.scaleTargetRef.kind", ref["kind"], m)
+                      for m in name_is_path_segment(ref["kind"], False))
+    if not _str(ref.get("name")):
+        causes.append(required("spec.scaleTargetRef.name", ""))
+    else:
+        causes.extend(_invalid("spec.scaleTargetRef.name", ref["name"], m)
+                      for m in name_is_path_segment(ref["name"], False))
+    min_replicas = _int(spec.get("minReplicas"))
+    if min_replicas is not None and min_replicas < 1:
+        causes.append(_invalid("spec.minReplicas", min_replicas, "must be greater than or equal to 1"))
+    max_replicas = _int(spec.get("maxReplicas"))
+    if max_replicas is None or max_replicas < 1:
+        causes.append(_invalid("spec.maxReplicas", max_replicas or 0, "must be greater than 0"))
+    elif min_replicas is not None and max_replicas < min_replicas:
+        causes.append(_invalid("spec.maxReplicas", max_replicas, "must be greater than or equal to `minReplicas`"))
+    for i, metric in enumerate(_d(m) for m in _l(spec.get("metrics"))):
+        mpath = f"spec.metrics[{i}]"
+        mtype = _str(metric.get("type"))
+        if not mtype:
+            causes.append(required(f"{mpath}.type", "must specify a metric source type"))
+            continue
+        if mtype not in _METRIC_TYPES:
+            causes.append(not_supported(f"{mpath}.type", mtype, _METRIC_TYPES))
+            continue
+        field = _METRIC_SOURCE_FIELDS[mtype]
+        source = metric.get(field)
+        if source is None:
+            causes.append(required(f"{mpath}.{field}", f"must populate information for the given metric source"))
+            continue
+        source = _d(source)
+        if mtype in ("Resource", "ContainerResource") and not _str(source.get("name")):
+            causes.append(required(f"{mpath}.{field}.name", "must specify a resource name"))
+        if mtype == "ContainerResource" and not _str(source.get("container")):
+            causes.append(required(f"{mpath}.{field}.container", "must specify a container"))
+        if mtype in ("Pods", "Object", "External") and not _str(_d(source.get("metric")).get("name")):
+            causes.append(required(f"{mpath}.{field}.metric.name", "must specify a metric name"))
+        causes.extend(_validate_metric_target(source.get("target"), f"{mpath}.{field}.target"))
+    return causes
+
+
+def _validate_hpa(obj: Obj, old: Obj | None) -> Causes:
+    """Both served versions validate the stored (v2) form, as kube validates the internal one."""
+    if obj.get("apiVersion") == "autoscaling/v1":
+        from koordinator.apiserver.conversions import HPA_V1
+
+        obj = HPA_V1.to_storage(obj)
+    return _validate_hpa_v2(obj)
+
+
+# -- certificates.k8s.io/v1 -------------------------------------------------------------------
+
+_KEY_USAGES = [
+    "any", "cert sign", "client auth", "code signing", "content commitment", "crl sign", "data encipherment",
+    "decipher only", "digital signature", "email protection", "encipher only", "ipsec end system", "ipsec tunnel",
+    "ipsec user", "key agreement", "key encipherment", "microsoft sgc", "netscape sgc", "ocsp signing",
+    "s/mime", "server auth", "signing", "timestamping",
+]
+_PEM_CSR_RE = re.compile(r"-----BEGIN CERTIFICATE REQUEST-----\s+[A-Za-z0-9+/=\s]+-----END CERTIFICATE REQUEST-----")
+
+
+def _validate_signer_name(name: str, path: str) -> Causes:
+    if not name:
+        return [required(path, "")]
+    domain, slash, rest = name.partition("/")
+    if not slash or not rest:
+        return [_invalid(path, name, "must be a fully qualified domain and path of the form "
+                                     "'example.com/signer-name'")]
+    causes = [_invalid(path, name, m) for m in is_dns1123_subdomain(domain)]
+    return causes
+
+
+def _validate_csr(obj: Obj, old: Obj | None) -> Causes:
+    import base64 as _b64
+
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    raw = spec.get("request")
+    try:
+        decoded = _b64.b64decode(_str(raw), validate=True).decode("ascii", "replace") if raw else ""
+    except ValueError:
+        decoded = ""
+    if not _PEM_CSR_RE.search(decoded):
+        causes.append(_invalid_raw("spec.request", "[]byte{...}" if raw else "[]byte(nil)",
+                                   "PEM block type must be CERTIFICATE REQUEST"))
+    causes.extend(_validate_signer_name(_str(spec.get("signerName")), "spec.signerName"))
+    usages = _l(spec.get("usages"))
+    if not usages:
+        causes.append(required("spec.usages", ""))
+    for i, usage in enumerate(usages):
+        if usage not in _KEY_USAGES:
+            causes.append(not_supported(f"spec.usages[{i}]", usage, _KEY_USAGES))
+    seconds = _int(spec.get("expirationSeconds"))
+    if seconds is not None and seconds < 600:
+        causes.append(_invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 600 seconds "
+                                                                  "(10 minutes)"))
+    types: set[str] = set()
+    for i, cond in enumerate(_d(c) for c in _l(_d(obj.get("status")).get("conditions"))):
+        ctype = _str(cond.get("type"))
+        if not ctype:
+            causes.append(required(f"status.conditions[{i}].type", ""))
+        elif ctype in ("Approved", "Denied", "Failed") and ctype in types:
+            causes.append(duplicate(f"status.conditions[{i}].type", ctype))
+        types.add(ctype)
+    if "Approved" in types and "Denied" in types:
+        causes.append(_invalid("status.conditions", "Approved",
+                               "Approved and Denied conditions are mutually exclusive"))
+    if old is not None and _semantic(spec) != _semantic(_d(old.get("spec"))):
+        causes.append(_invalid_raw("spec", "certificates.CertificateSigningRequestSpec{...}", _IMMUTABLE))
+    return causes
+
+
+# -- networking.k8s.io/v1 ---------------------------------------------------------------------
+
+_POLICY_TYPES = ["Egress", "Ingress"]
+
+
+def _valid_cidr(value: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _validate_netpol_ports(ports: Any, path: str) -> Causes:
+    causes: Causes = []
+    for i, port in enumerate(_d(p) for p in _l(ports)):
+        ppath = f"{path}[{i}]"
+        proto = port.get("protocol")
+        if proto is not None and proto not in _PORT_PROTOCOLS:
+            causes.append(not_supported(f"{ppath}.protocol", proto, _PORT_PROTOCOLS))
+        value = port.get("port")
+        if isinstance(value, int) and not isinstance(value, bool):
+            causes.extend(_invalid(f"{ppath}.port", value, m) for m in is_valid_port_num(value))
+        elif isinstance(value, str):
+            causes.extend(_invalid(f"{ppath}.port", value, m) for m in is_valid_port_name(value))
+        end = _int(port.get("endPort"))
+        if end is not None:
+            if not isinstance(value, int):
+                causes.append(required(f"{ppath}.port", "must be specified when endPort is specified"))
+            elif end < value:
+                causes.append(_invalid(f"{ppath}.endPort", end, "must be greater than or equal to `port`"))
+    return causes
+
+
+def _validate_netpol_peers(peers: Any, path: str) -> Causes:
+    causes: Causes = []
+    for i, peer in enumerate(_d(p) for p in _l(peers)):
+        ppath = f"{path}[{i}]"
+        present = [k for k in ("podSelector", "namespaceSelector", "ipBlock") if peer.get(k) is not None]
+        if not present:
+            causes.append(required(ppath, "must specify a peer"))
+        elif "ipBlock" in present and len(present) > 1:
+            causes.append(forbidden_field(ppath, "may not specify both ipBlock and another peer"))
+        causes.extend(validate_label_selector(peer.get("podSelector"), f"{ppath}.podSelector"))
+        causes.extend(validate_label_selector(peer.get("namespaceSelector"), f"{ppath}.namespaceSelector"))
+        block = peer.get("ipBlock")
+        if block is not None:
+            cidr = _str(_d(block).get("cidr"))
+            if not cidr:
+                causes.append(required(f"{ppath}.ipBlock.cidr", ""))
+            elif not _valid_cidr(cidr):
+                causes.append(_invalid(f"{ppath}.ipBlock.cidr", cidr, "must be a valid CIDR value, (e.g. 10.9.8.0/24 "
+                                                                       "or 2001:db8::/64)"))
+    return causes
+
+
+def _validate_network_policy(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    causes.extend(validate_label_selector(spec.get("podSelector"), "spec.podSelector"))
+    for i, rule in enumerate(_d(r) for r in _l(spec.get("ingress"))):
+        causes.extend(_validate_netpol_ports(rule.get("ports"), f"spec.ingress[{i}].ports"))
+        causes.extend(_validate_netpol_peers(rule.get("from"), f"spec.ingress[{i}].from"))
+    for i, rule in enumerate(_d(r) for r in _l(spec.get("egress"))):
+        causes.extend(_validate_netpol_ports(rule.get("ports"), f"spec.egress[{i}].ports"))
+        causes.extend(_validate_netpol_peers(rule.get("to"), f"spec.egress[{i}].to"))
+    types = _l(spec.get("policyTypes"))
+    for i, ptype in enumerate(types):
+        if ptype not in _POLICY_TYPES:
+            causes.append(not_supported(f"spec.policyTypes[{i}]", ptype, _POLICY_TYPES))
+    if len(types) > 2:
+        causes.append(_invalid_raw("spec.policyTypes", "[]networking.PolicyType{...}",
+                                   "may not specify more than two policyTypes"))
+    return causes
+
+
+_PATH_TYPES = ["Exact", "ImplementationSpecific", "Prefix"]
+_WILDCARD_DNS_RE = re.compile(r"\*\." + _DNS1123_SUBDOMAIN_FMT)
+
+
+def _validate_ingress_backend(backend: Any, path: str) -> Causes:
+    backend = _d(backend)
+    service, resource = backend.get("service"), backend.get("resource")
+    causes: Causes = []
+    if service is not None and resource is not None:
+        causes.append(_invalid_raw(path, "networking.IngressBackend{...}", "cannot set both resource and service "
+                                                                           "backends"))
+    elif service is None and resource is None:
+        causes.append(_invalid_raw(path, "networking.IngressBackend{...}", "resource or service backend is "
+                                                                           "required"))
+    if service is not None:
+        service = _d(service)
+        name = _str(service.get("name"))
+        if not name:
+            causes.append(required(f"{path}.service.name", ""))
+        else:
+            causes.extend(_invalid(f"{path}.service.name", name, m) for m in name_is_dns1035_label(name, False))
+        port = _d(service.get("port"))
+        has_name, has_number = bool(_str(port.get("name"))), port.get("number") not in (None, 0)
+        if has_name and has_number:
+            causes.append(_invalid(f"{path}.service.port", "", "cannot specify both port name and port number"))
+        elif not has_name and not has_number:
+            causes.append(_invalid(f"{path}.service.port", "", "port name or number is required"))
+        if has_number:
+            causes.extend(_invalid(f"{path}.service.port.number", port["number"], m)
+                          for m in is_valid_port_num(_int(port["number"]) or 0))
+    if resource is not None:
+        resource = _d(resource)
+        if not _str(resource.get("kind")):
+            causes.append(required(f"{path}.resource.kind", ""))
+        if not _str(resource.get("name")):
+            causes.append(required(f"{path}.resource.name", ""))
+    return causes
+
+
+def _validate_ingress(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    rules = _l(spec.get("rules"))
+    if not rules and spec.get("defaultBackend") is None:
+        causes.append(_invalid_raw("spec.rules", "[]networking.IngressRule(nil)",
+                                   "either `defaultBackend` or `rules` must be specified"))
+    if spec.get("defaultBackend") is not None:
+        causes.extend(_validate_ingress_backend(spec["defaultBackend"], "spec.defaultBackend"))
+    for i, rule in enumerate(_d(r) for r in rules):
+        rpath = f"spec.rules[{i}]"
+        host = _str(rule.get("host"))
+        if host:
+            if "*" in host:
+                if not _WILDCARD_DNS_RE.fullmatch(host):
+                    causes.append(_invalid(f"{rpath}.host", host, "a wildcard DNS-1123 subdomain must start with "
+                                                                  "'*.', followed by a valid DNS subdomain, which "
+                                                                  "must consist of lower case alphanumeric characters, "
+                                                                  "'-' or '.' and end with an alphanumeric character "
+                                                                  "(e.g. '*.example.com', regex used for validation "
+                                                                  "is '\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]"
+                                                                  "([-a-z0-9]*[a-z0-9])?)*')"))
+            else:
+                causes.extend(_invalid(f"{rpath}.host", host, m) for m in is_dns1123_subdomain(host))
+        http = rule.get("http")
+        if http is None:
+            continue
+        paths = _l(_d(http).get("paths"))
+        if not paths:
+            causes.append(required(f"{rpath}.http.paths", ""))
+        for j, hp in enumerate(_d(p) for p in paths):
+            ppath = f"{rpath}.http.paths[{j}]"
+            ptype = hp.get("pathType")
+            if ptype is None:
+                causes.append(required(f"{ppath}.pathType", "pathType must be specified"))
+            elif ptype not in _PATH_TYPES:
+                causes.append(not_supported(f"{ppath}.pathType", ptype, _PATH_TYPES))
+            elif ptype in ("Exact", "Prefix") and not _str(hp.get("path")).startswith("/"):
+                causes.append(_invalid(f"{ppath}.path", _str(hp.get("path")), "must be an absolute path"))
+            causes.extend(_validate_ingress_backend(hp.get("backend"), f"{ppath}.backend"))
+    class_name = spec.get("ingressClassName")
+    if class_name is not None:
+        causes.extend(_invalid("spec.ingressClassName", class_name, m)
+                      for m in name_is_dns_subdomain(_str(class_name), False))
+    return causes
+
+
+def _validate_ingress_class(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    controller = _str(spec.get("controller"))
+    if not controller:
+        causes.append(required("spec.controller", ""))
+    elif len(controller) > 250:
+        causes.append(too_long("spec.controller", 250))
+    elif "/" not in controller or not controller.split("/")[0] or is_dns1123_subdomain(controller.split("/")[0]):
+        causes.append(_invalid("spec.controller", controller, "must be a domain-prefixed path (such as "
+                                                              "\"acme.io/foo\")"))
+    if old is not None and spec.get("controller") != _d(old.get("spec")).get("controller"):
+        causes.append(_invalid("spec.controller", controller, _IMMUTABLE))
+    return causes
+
+
+def _validate_service_cidr(obj: Obj, old: Obj | None) -> Causes:
+    import ipaddress
+
+    causes = validate_object_meta(obj)
+    cidrs = _l(_d(obj.get("spec")).get("cidrs"))
+    if not cidrs:
+        causes.append(required("spec.cidrs", ""))
+    elif len(cidrs) > 2:
+        causes.append(_invalid_raw("spec", "[]string{...}", "may only hold up to 2 values"))
+    families = []
+    for i, cidr in enumerate(cidrs):
+        try:
+            net = ipaddress.ip_network(_str(cidr), strict=True)
+            families.append(net.version)
+        except ValueError:
+            causes.append(_invalid(f"spec.cidrs[{i}]", cidr, "must be a valid CIDR value, (e.g. 10.9.8.0/24 or "
+                                                             "2001:db8::/64)"))
+    if len(families) == 2 and families[0] == families[1]:
+        causes.append(_invalid_raw("spec.cidrs", "[]string{...}", "may specify no more than one IP for each IP "
+                                                                  "family, i.e 192.168.0.0/24 and 2001:db8::/64"))
+    if old is not None:
+        old_cidrs = _l(_d(old.get("spec")).get("cidrs"))
+        if cidrs[:len(old_cidrs)] != old_cidrs:
+            causes.append(_invalid_raw("spec.cidrs", "[]string{...}", _IMMUTABLE))
+    return causes
+
+
+def _validate_ip_address(obj: Obj, old: Obj | None) -> Causes:
+    import ipaddress
+
+    causes = validate_object_meta(obj, name_fn=lambda name, prefix: [])
+    name = _str(_d(obj.get("metadata")).get("name"))
+    if name:
+        try:
+            if str(ipaddress.ip_address(name)) != name:
+                causes.append(_invalid("metadata.name", name, f"must be in canonical form "
+                                                              f"(\"{ipaddress.ip_address(name)}\")"))
+        except ValueError:
+            causes.append(_invalid("metadata.name", name,
+                                   "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    ref = _d(obj.get("spec")).get("parentRef")
+    if ref is None:
+        causes.append(required("spec.parentRef", ""))
+    else:
+        for part in ("resource", "name"):
+            if not _str(_d(ref).get(part)):
+                causes.append(required(f"spec.parentRef.{part}", ""))
+    if old is not None and _semantic(ref) != _semantic(_d(old.get("spec")).get("parentRef")):
+        causes.append(_invalid_raw("spec.parentRef", "networking.ParentReference{...}", _IMMUTABLE))
+    return causes
+
+
+# -- node.k8s.io/v1 ---------------------------------------------------------------------------
+
+
+def _validate_runtime_class(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    handler = _str(obj.get("handler"))
+    causes.extend(_invalid("handler", handler, m) for m in name_is_dns_label(handler, False))
+    overhead = _d(_d(obj.get("overhead")).get("podFixed"))
+    causes.extend(_validate_resource_list(overhead, "overhead.podFixed"))
+    scheduling = _d(obj.get("scheduling"))
+    causes.extend(validate_labels(scheduling.get("nodeSelector"), "scheduling.nodeSelector"))
+    causes.extend(validate_tolerations(scheduling.get("tolerations"), "scheduling.tolerations"))
+    if old is not None and obj.get("handler") != old.get("handler"):
+        causes.append(_invalid("handler", handler, _IMMUTABLE))
+    return causes
+
+
+# -- admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy(Binding) -------------------------
+
+_FAILURE_POLICIES = ["Fail", "Ignore"]
+_VALIDATION_ACTIONS = ["Audit", "Deny", "Warn"]
+
+
+def _validate_match_resources(match: Any, path: str, require_rules: bool) -> Causes:
+    match = _d(match)
+    causes: Causes = []
+    rules = _l(match.get("resourceRules"))
+    if require_rules and not rules:
+        causes.append(required(f"{path}.resourceRules", ""))
+    for i, rule in enumerate(_d(r) for r in rules):
+        causes.extend(_validate_webhook_rule(rule, f"{path}.resourceRules[{i}]"))
+    for i, rule in enumerate(_d(r) for r in _l(match.get("excludeResourceRules"))):
+        causes.extend(_validate_webhook_rule(rule, f"{path}.excludeResourceRules[{i}]"))
+    policy = match.get("matchPolicy")
+    if policy is not None and policy not in ("Equivalent", "Exact"):
+        causes.append(not_supported(f"{path}.matchPolicy", policy, ["Equivalent", "Exact"]))
+    causes.extend(validate_label_selector(match.get("namespaceSelector"), f"{path}.namespaceSelector"))
+    causes.extend(validate_label_selector(match.get("objectSelector"), f"{path}.objectSelector"))
+    return causes
+
+
+def _validate_admission_policy(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    if not _l(spec.get("validations")) and not _l(spec.get("auditAnnotations")):
+        causes.append(required("spec.validations", "validations or auditAnnotations must contain at least one item"))
+    for i, rule in enumerate(_d(v) for v in _l(spec.get("validations"))):
+        if not _str(rule.get("expression")):
+            causes.append(required(f"spec.validations[{i}].expression", ""))
+    policy = spec.get("failurePolicy")
+    if policy is not None and policy not in _FAILURE_POLICIES:
+        causes.append(not_supported("spec.failurePolicy", policy, _FAILURE_POLICIES))
+    if spec.get("matchConstraints") is None:
+        causes.append(required("spec.matchConstraints", ""))
+    else:
+        causes.extend(_validate_match_resources(spec["matchConstraints"], "spec.matchConstraints", True))
+    param = spec.get("paramKind")
+    if param is not None:
+        for part in ("apiVersion", "kind"):
+            if not _str(_d(param).get(part)):
+                causes.append(required(f"spec.paramKind.{part}", ""))
+    return causes
+
+
+def _validate_admission_policy_binding(obj: Obj, old: Obj | None) -> Causes:
+    causes = validate_object_meta(obj)
+    spec = _d(obj.get("spec"))
+    if not _str(spec.get("policyName")):
+        causes.append(required("spec.policyName", ""))
+    actions = _l(spec.get("validationActions"))
+    if not actions:
+        causes.append(required("spec.validationActions", "at least one validation action is required"))
+    seen: set[str] = set()
+    for i, action in enumerate(actions):
+        if action not in _VALIDATION_ACTIONS:
+            causes.append(not_supported(f"spec.validationActions[{i}]", action, _VALIDATION_ACTIONS))
+        if action in seen:
+            causes.append(duplicate(f"spec.validationActions[{i}]", action))
+        seen.add(action)
+    if "Deny" in seen and "Warn" in seen:
+        causes.append(_invalid_raw("spec.validationActions", "[]admissionregistration.ValidationAction{...}",
+                                   "must not contain both Deny and Warn (repeating the same validation failure "
+                                   "information in the API response and headers serves no purpose)"))
+    if spec.get("matchResources") is not None:
+        causes.extend(_validate_match_resources(spec["matchResources"], "spec.matchResources", False))
+    return causes
+
+
 Validator = Callable[[Obj, "Obj | None"], Causes]
 
 VALIDATORS: dict[tuple[str, str], Validator] = {
@@ -2420,6 +3659,35 @@ VALIDATORS: dict[tuple[str, str], Validator] = {
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _validate_core_generic,
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"): _validate_mutating_webhooks,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"): _validate_validating_webhooks,
+    ("", "PersistentVolume"): _validate_persistent_volume,
+    ("", "PersistentVolumeClaim"): _validate_pvc,
+    ("", "ReplicationController"): _validate_replication_controller,
+    ("", "PodTemplate"): _validate_pod_template_kind,
+    ("", "ResourceQuota"): _validate_resource_quota,
+    ("", "LimitRange"): _validate_limit_range,
+    ("apps", "ControllerRevision"): _validate_controller_revision,
+    ("storage.k8s.io", "StorageClass"): _validate_storage_class,
+    ("storage.k8s.io", "CSIDriver"): _validate_csi_driver,
+    ("storage.k8s.io", "CSINode"): _validate_csi_node,
+    ("storage.k8s.io", "CSIStorageCapacity"): _validate_csi_storage_capacity,
+    ("storage.k8s.io", "VolumeAttachment"): _validate_volume_attachment,
+    ("storage.k8s.io", "VolumeAttributesClass"): _validate_volume_attributes_class,
+    ("resource.k8s.io", "DeviceClass"): _validate_device_class,
+    ("resource.k8s.io", "ResourceSlice"): _validate_resource_slice,
+    ("resource.k8s.io", "ResourceClaim"): _validate_resource_claim,
+    ("resource.k8s.io", "ResourceClaimTemplate"): _validate_resource_claim_template,
+    ("events.k8s.io", "Event"): _validate_events_v1,
+    ("discovery.k8s.io", "EndpointSlice"): _validate_endpoint_slice,
+    ("autoscaling", "HorizontalPodAutoscaler"): _validate_hpa,
+    ("certificates.k8s.io", "CertificateSigningRequest"): _validate_csr,
+    ("networking.k8s.io", "NetworkPolicy"): _validate_network_policy,
+    ("networking.k8s.io", "Ingress"): _validate_ingress,
+    ("networking.k8s.io", "IngressClass"): _validate_ingress_class,
+    ("networking.k8s.io", "ServiceCIDR"): _validate_service_cidr,
+    ("networking.k8s.io", "IPAddress"): _validate_ip_address,
+    ("node.k8s.io", "RuntimeClass"): _validate_runtime_class,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): _validate_admission_policy,
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): _validate_admission_policy_binding,
 }
 
 # Create-only virtual kinds: never stored, so the server does not validate their metadata.

@@ -78,6 +78,9 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
         elif sub == "binding":
             out.append({"name": f"{rt.plural}/binding", "singularName": "", "namespaced": rt.namespaced,
                         "kind": "Binding", "verbs": ["create"]})
+        elif sub == "approval":
+            out.append({"name": f"{rt.plural}/approval", "singularName": "", "namespaced": rt.namespaced,
+                        "kind": rt.kind, "verbs": ["get", "patch", "update"]})
         elif sub == "eviction":
             out.append({"name": f"{rt.plural}/eviction", "singularName": "", "namespaced": rt.namespaced,
                         "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})

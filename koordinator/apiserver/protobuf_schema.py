@@ -1,9 +1,10 @@
 """Field tables for decoding Kubernetes protobuf request bodies (see ``protobuf.py``).
 
 Field numbers and JSON names are those of the upstream ``generated.proto`` files (k8s.io/api
-core/v1, apps/v1, batch/v1, policy/v1, rbac/v1, scheduling/v1, coordination/v1, autoscaling/v1
-and k8s.io/apimachinery meta/v1, intstr, resource, runtime). Only the messages that the kinds in
-``KINDS`` reach are listed; any other field number is skipped as unknown by the decoder.
+core/v1, apps/v1, batch/v1, policy/v1, rbac/v1, scheduling/v1, coordination/v1, autoscaling/v1,
+events/v1, resource/v1 and k8s.io/apimachinery meta/v1, intstr, resource, runtime). Only the
+messages that the kinds in ``KINDS`` reach are listed; any other field number is skipped as
+unknown by the decoder.
 
 Each message maps a field number to ``"jsonName type[flags]"``:
 
@@ -18,7 +19,8 @@ Each message maps a field number to ``"jsonName type[flags]"``:
   zero while Go's JSON omits it;
 * ``^`` inline: an embedded Go struct (``json:",inline"``) whose fields belong to the parent.
 
-Message names are unqualified; they are unique across the packages covered here.
+Message names are unqualified where unique across the packages covered here; a name that k8s.io/api
+reuses in another package carries that package (``events.Event``, ``resource.ResourceClaim``).
 """
 
 from __future__ import annotations
@@ -449,6 +451,86 @@ _OTHER = {
     "ScaleStatus": {1: "replicas i!", 2: "selector s"},
 }
 
+# -- events.k8s.io/v1 and resource.k8s.io/v1 --------------------------------------------------------
+# Names that k8s.io/api reuses across packages carry their package here ("events.Event",
+# "resource.ResourceClaim"); the rest are unique.
+
+_EVENTS = {
+    "events.Event": {
+        1: "metadata ObjectMeta", 2: "eventTime mt", 3: "series EventSeries", 4: "reportingController s",
+        5: "reportingInstance s", 6: "action s", 7: "reason s", 8: "regarding ObjectReference",
+        9: "related ObjectReference", 10: "note s", 11: "type s", 12: "deprecatedSource EventSource",
+        13: "deprecatedFirstTimestamp t", 14: "deprecatedLastTimestamp t", 15: "deprecatedCount i",
+    },
+}
+
+_RESOURCE = {
+    "resource.ResourceClaim": {1: "metadata ObjectMeta", 2: "spec ResourceClaimSpec", 3: "status ResourceClaimStatus"},
+    "ResourceClaimSpec": {1: "devices DeviceClaim"},
+    "DeviceClaim": {1: "requests DeviceRequest*", 2: "constraints DeviceConstraint*",
+                    3: "config DeviceClaimConfiguration*"},
+    "DeviceRequest": {1: "name s!", 2: "exactly ExactDeviceRequest", 3: "firstAvailable DeviceSubRequest*"},
+    "ExactDeviceRequest": {
+        1: "deviceClassName s!", 2: "selectors DeviceSelector*", 3: "allocationMode s", 4: "count i",
+        5: "adminAccess b!", 6: "tolerations DeviceToleration*", 7: "capacity CapacityRequirements",
+    },
+    "DeviceSubRequest": {
+        1: "name s!", 2: "deviceClassName s!", 3: "selectors DeviceSelector*", 4: "allocationMode s", 5: "count i",
+        6: "tolerations DeviceToleration*", 7: "capacity CapacityRequirements",
+    },
+    "DeviceSelector": {1: "cel CELDeviceSelector"},
+    "CELDeviceSelector": {1: "expression s!"},
+    "CapacityRequirements": {1: "requests {q}"},
+    "DeviceToleration": {1: "key s", 2: "operator s", 3: "value s", 4: "effect s", 5: "tolerationSeconds i!"},
+    "DeviceConstraint": {1: "requests s*", 2: "matchAttribute s!", 3: "distinctAttribute s!"},
+    "DeviceClaimConfiguration": {1: "requests s*", 2: "deviceConfiguration DeviceConfiguration^"},
+    "DeviceConfiguration": {1: "opaque OpaqueDeviceConfiguration"},
+    "OpaqueDeviceConfiguration": {1: "driver s!", 2: "parameters raw"},
+    "ResourceClaimStatus": {1: "allocation AllocationResult", 2: "reservedFor ResourceClaimConsumerReference*",
+                            4: "devices AllocatedDeviceStatus*"},
+    "AllocationResult": {1: "devices DeviceAllocationResult", 3: "nodeSelector NodeSelector",
+                         5: "allocationTimestamp t"},
+    "DeviceAllocationResult": {1: "results DeviceRequestAllocationResult*", 2: "config DeviceAllocationConfiguration*"},
+    "DeviceRequestAllocationResult": {
+        1: "request s!", 2: "driver s!", 3: "pool s!", 4: "device s!", 5: "adminAccess b!",
+        6: "tolerations DeviceToleration*", 7: "bindingConditions s*", 8: "bindingFailureConditions s*",
+        9: "shareID s!", 10: "consumedCapacity {q}",
+    },
+    "DeviceAllocationConfiguration": {1: "source s!", 2: "requests s*", 3: "deviceConfiguration DeviceConfiguration^"},
+    "ResourceClaimConsumerReference": {1: "apiGroup s", 3: "resource s!", 4: "name s!", 5: "uid s!"},
+    "AllocatedDeviceStatus": {
+        1: "driver s!", 2: "pool s!", 3: "device s!", 7: "shareID s!", 4: "conditions Condition*", 5: "data raw",
+        6: "networkData NetworkDeviceData",
+    },
+    "NetworkDeviceData": {1: "interfaceName s", 2: "ips s*", 3: "hardwareAddress s"},
+    "ResourceClaimTemplate": {1: "metadata ObjectMeta", 2: "spec ResourceClaimTemplateSpec"},
+    "ResourceClaimTemplateSpec": {1: "metadata ObjectMeta", 2: "spec ResourceClaimSpec"},
+    "DeviceClass": {1: "metadata ObjectMeta", 2: "spec DeviceClassSpec"},
+    "DeviceClassSpec": {1: "selectors DeviceSelector*", 2: "config DeviceClassConfiguration*",
+                        4: "extendedResourceName s!"},
+    "DeviceClassConfiguration": {1: "deviceConfiguration DeviceConfiguration^"},
+    "ResourceSlice": {1: "metadata ObjectMeta", 2: "spec ResourceSliceSpec"},
+    "ResourceSliceSpec": {
+        1: "driver s!", 2: "pool ResourcePool", 3: "nodeName s!", 4: "nodeSelector NodeSelector", 5: "allNodes b!",
+        6: "devices Device*", 7: "perDeviceNodeSelection b!", 8: "sharedCounters CounterSet*",
+    },
+    "ResourcePool": {1: "name s!", 2: "generation i!", 3: "resourceSliceCount i!"},
+    "Device": {
+        1: "name s!", 2: "attributes {DeviceAttribute}", 3: "capacity {DeviceCapacity}",
+        4: "consumesCounters DeviceCounterConsumption*", 5: "nodeName s!", 6: "nodeSelector NodeSelector",
+        7: "allNodes b!", 8: "taints DeviceTaint*", 9: "bindsToNode b!", 10: "bindingConditions s*",
+        11: "bindingFailureConditions s*", 12: "allowMultipleAllocations b!",
+    },
+    "DeviceAttribute": {2: "int i!", 3: "bool b!", 4: "string s!", 5: "version s!"},
+    "DeviceCapacity": {1: "value q", 2: "requestPolicy CapacityRequestPolicy"},
+    "CapacityRequestPolicy": {1: "default q", 3: "validValues q*", 4: "validRange CapacityRequestPolicyRange"},
+    "CapacityRequestPolicyRange": {1: "min q", 2: "max q", 3: "step q"},
+    "DeviceCounterConsumption": {1: "counterSet s!", 2: "counters {Counter}"},
+    "CounterSet": {1: "name s!", 2: "counters {Counter}"},
+    "Counter": {1: "value q"},
+    "DeviceTaint": {1: "key s!", 2: "value s", 3: "effect s!", 4: "timeAdded t"},
+}
+
 # (apiVersion, kind) of an envelope -> top-level message. "*" matches any apiVersion: client-go
 # sends DeleteOptions under whichever group version the typed client talks to.
 KINDS: dict[tuple[str, str], str] = {
@@ -464,6 +546,9 @@ KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     ("autoscaling/v1", "Scale"): "Scale",
+    ("events.k8s.io/v1", "Event"): "events.Event",
+    ("resource.k8s.io/v1", "ResourceClaim"): "resource.ResourceClaim",
+    **{("resource.k8s.io/v1", k): k for k in ("ResourceClaimTemplate", "DeviceClass", "ResourceSlice")},
     ("*", "DeleteOptions"): "DeleteOptions",
 }
 
@@ -497,7 +582,8 @@ def _parse(spec: str) -> Field:
 
 
 def _build() -> dict[str, dict[int, Field]]:
-    raw: dict[str, dict[int, str]] = {**_META, **_POD, **_VOLUMES, **_CORE, **_APPS, **_BATCH, **_OTHER}
+    raw: dict[str, dict[int, str]] = {**_META, **_POD, **_VOLUMES, **_CORE, **_APPS, **_BATCH, **_OTHER,
+                                      **_EVENTS, **_RESOURCE}
     return {msg: {num: _parse(spec) for num, spec in fields.items()} for msg, fields in raw.items()}
 
 

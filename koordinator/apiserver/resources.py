@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from koordinator.apiserver import conversions
+
 Obj = dict[str, Any]
 FieldsFn = Callable[[Obj], dict[str, str]]
 
@@ -48,22 +50,50 @@ def _pod_fields(obj: Obj) -> dict[str, str]:
     }
 
 
+_INVOLVED_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
 def _event_fields(obj: Obj) -> dict[str, str]:
+    """Selectable fields of a stored (core/v1) Event under both APIs' labels.
+
+    core/v1 and events.k8s.io/v1 share the stored objects and so this extractor; each
+    ResourceType admits only its own labels (``field_labels``), as kube's field label
+    conversion for events.k8s.io/v1 does (``regarding.*`` -> ``involvedObject.*``,
+    ``reportingController`` -> ``reportingComponent``).
+    """
     inv = obj.get("involvedObject") or {}
     source = obj.get("source") or {}
-    return {
-        "involvedObject.kind": _str(inv.get("kind")),
-        "involvedObject.namespace": _str(inv.get("namespace")),
-        "involvedObject.name": _str(inv.get("name")),
-        "involvedObject.uid": _str(inv.get("uid")),
-        "involvedObject.apiVersion": _str(inv.get("apiVersion")),
-        "involvedObject.resourceVersion": _str(inv.get("resourceVersion")),
-        "involvedObject.fieldPath": _str(inv.get("fieldPath")),
-        "reason": _str(obj.get("reason")),
-        "reportingComponent": _str(obj.get("reportingComponent")),
-        "source": _str(source.get("component")),
-        "type": _str(obj.get("type")),
-    }
+    fields = {"reason": _str(obj.get("reason")), "reportingComponent": _str(obj.get("reportingComponent")),
+              "reportingController": _str(obj.get("reportingComponent")), "source": _str(source.get("component")),
+              "type": _str(obj.get("type"))}
+    for name in _INVOLVED_FIELDS:
+        fields[f"involvedObject.{name}"] = fields[f"regarding.{name}"] = _str(inv.get(name))
+    return fields
+
+
+_CORE_EVENT_LABELS = frozenset({*(f"involvedObject.{n}" for n in _INVOLVED_FIELDS), "reason", "reportingComponent",
+                                "source", "type"})
+_EVENTS_V1_LABELS = frozenset({*(f"regarding.{n}" for n in _INVOLVED_FIELDS), "reason", "reportingController", "type"})
+
+
+def _replicas_fields(obj: Obj) -> dict[str, str]:
+    return {"status.replicas": _str(_get(obj, "status", "replicas") or 0)}
+
+
+def _csr_fields(obj: Obj) -> dict[str, str]:
+    return {"spec.signerName": _str(_get(obj, "spec", "signerName"))}
+
+
+def _resource_slice_fields(obj: Obj) -> dict[str, str]:
+    return {"spec.nodeName": _str(_get(obj, "spec", "nodeName")), "spec.driver": _str(_get(obj, "spec", "driver"))}
+
+
+def _pv_fields(obj: Obj) -> dict[str, str]:
+    return {"name": _str(_get(obj, "metadata", "name"))}
+
+
+def _pvc_fields(obj: Obj) -> dict[str, str]:
+    return {"name": _str(_get(obj, "metadata", "name"))}
 
 
 def _node_fields(obj: Obj) -> dict[str, str]:
@@ -109,6 +139,13 @@ class ResourceType:
     # CRD-backed kinds: the processing schema, printer columns, scale paths.
     crd: Any = None
     list_kind: str = ""
+    # A version served as another view of a kind stored elsewhere (events.k8s.io/v1 Event is
+    # stored as core/v1 Event): where its objects live and how they convert.
+    stored_as: str = ""
+    view: conversions.View | None = None
+    # The field selector labels this version admits, when ``extra_fields`` (shared with the
+    # stored kind) computes more than that.
+    field_labels: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.singular:
@@ -123,6 +160,8 @@ class ResourceType:
     @property
     def storage_key(self) -> str:
         """Stable name of this resource's rows in storage (version-independent)."""
+        if self.stored_as:
+            return self.stored_as
         return f"{self.group}/{self.plural}" if self.group else self.plural
 
     @property
@@ -147,7 +186,8 @@ class ResourceType:
     def field_names(self) -> set[str]:
         if self.extra_fields is None:
             return {"metadata.name", "metadata.namespace"}
-        return {"metadata.name", "metadata.namespace", *self.extra_fields({})}
+        extra = self.extra_fields({}) if self.field_labels is None else self.field_labels
+        return {"metadata.name", "metadata.namespace", *extra}
 
 
 def _r(group: str, version: str, plural: str, kind: str, namespaced: bool, **kw: Any) -> ResourceType:
@@ -169,8 +209,21 @@ def builtin_types() -> list[ResourceType]:
         _r("", "v1", "secrets", "Secret", True, extra_fields=_secret_fields),
         _r("", "v1", "services", "Service", True, short_names=["svc"], categories=all_cat, subresources=("status",)),
         _r("", "v1", "endpoints", "Endpoints", True, short_names=["ep"]),
-        _r("", "v1", "events", "Event", True, short_names=["ev"], extra_fields=_event_fields),
+        _r("", "v1", "events", "Event", True, short_names=["ev"], extra_fields=_event_fields,
+           field_labels=_CORE_EVENT_LABELS),
         _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=["sa"]),
+        _r("", "v1", "persistentvolumes", "PersistentVolume", False, short_names=["pv"], subresources=("status",),
+           extra_fields=_pv_fields),
+        _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, short_names=["pvc"],
+           subresources=("status",), extra_fields=_pvc_fields),
+        _r("", "v1", "replicationcontrollers", "ReplicationController", True, short_names=["rc"], categories=all_cat,
+           subresources=("status", "scale"), tracks_generation=True, extra_fields=_replicas_fields),
+        _r("", "v1", "resourcequotas", "ResourceQuota", True, short_names=["quota"], subresources=("status",)),
+        _r("", "v1", "limitranges", "LimitRange", True, short_names=["limits"]),
+        _r("", "v1", "podtemplates", "PodTemplate", True),
+        # The same stored objects as core/v1 events (kube-scheduler and kcm record through this API).
+        _r("events.k8s.io", "v1", "events", "Event", True, short_names=["ev"], extra_fields=_event_fields,
+           field_labels=_EVENTS_V1_LABELS, stored_as="events", view=conversions.EVENTS_V1),
         _r("coordination.k8s.io", "v1", "leases", "Lease", True),
         _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, short_names=["pdb"],
            subresources=("status",), tracks_generation=True),
@@ -186,12 +239,44 @@ def builtin_types() -> list[ResourceType]:
         _r("batch", "v1", "jobs", "Job", True, categories=all_cat, subresources=("status",), tracks_generation=True),
         _r("batch", "v1", "cronjobs", "CronJob", True, short_names=["cj"], categories=all_cat,
            subresources=("status",), tracks_generation=True),
+        # autoscaling/v2 is the stored form; v1 is converted (see conversions.HPA_V1). v2 comes first:
+        # the first version of a storage key is the one the server's own deletions go through.
+        _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, short_names=["hpa"],
+           categories=all_cat, subresources=("status",), tracks_generation=True),
+        _r("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, short_names=["hpa"],
+           categories=all_cat, subresources=("status",), tracks_generation=True, view=conversions.HPA_V1),
+        _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, short_names=["sc"]),
+        _r("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False),
+        _r("storage.k8s.io", "v1", "csinodes", "CSINode", False),
+        _r("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True),
+        _r("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, subresources=("status",)),
+        _r("storage.k8s.io", "v1", "volumeattributesclasses", "VolumeAttributesClass", False, short_names=["vac"]),
+        _r("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, tracks_generation=True),
+        _r("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, tracks_generation=True,
+           extra_fields=_resource_slice_fields),
+        _r("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, subresources=("status",)),
+        _r("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+        _r("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True, tracks_generation=True),
+        _r("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
+           short_names=["csr"], subresources=("status", "approval"), extra_fields=_csr_fields),
+        _r("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, short_names=["netpol"],
+           tracks_generation=True),
+        _r("networking.k8s.io", "v1", "ingresses", "Ingress", True, short_names=["ing"], subresources=("status",),
+           tracks_generation=True),
+        _r("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False, tracks_generation=True),
+        _r("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR", False, subresources=("status",)),
+        _r("networking.k8s.io", "v1", "ipaddresses", "IPAddress", False, short_names=["ip"]),
+        _r("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
         _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
            short_names=["crd", "crds"], subresources=("status",), tracks_generation=True),
         _r("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
            False, tracks_generation=True),
         _r("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
            "ValidatingWebhookConfiguration", False, tracks_generation=True),
+        _r("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False,
+           categories=["api-extensions"], subresources=("status",), tracks_generation=True),
+        _r("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+           "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"], tracks_generation=True),
         _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=["pc"]),
         _r("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
         _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
@@ -213,8 +298,9 @@ class Registry:
     def add(self, rt: ResourceType) -> None:
         self._by_path[(rt.group, rt.version, rt.plural)] = rt
         self._by_storage.setdefault(rt.storage_key, [])
+        # Views of one stored kind may come from other groups (events.k8s.io/v1 and core v1).
         self._by_storage[rt.storage_key] = [
-            t for t in self._by_storage[rt.storage_key] if t.version != rt.version
+            t for t in self._by_storage[rt.storage_key] if (t.group, t.version) != (rt.group, rt.version)
         ] + [rt]
 
     def remove_group_resource(self, group: str, plural: str) -> None:

@@ -100,6 +100,96 @@ def ensure_token_file(path: str) -> str:
     return path
 
 
+# The lock of a data directory: a file that stays beside state.db, flock()ed by its user.
+LOCK_FILE = "lock"
+# Set by `koordinator local` for its API server child: the number of an inherited descriptor of the
+# data dir's lock file that local already holds the lock through (flock locks belong to the open file,
+# so the child holds it too, and keeps holding it should local itself be killed).
+LOCK_FD_ENV = "KOORDINATOR_DATA_DIR_LOCK_FD"
+
+
+class DataDirInUse(Exception):
+    """Another live process holds the data directory's lock; the message names the directory and pid."""
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``DIR/lock``: one process tree at a time opens a data dir's state.db.
+
+    The kernel drops the lock when its last holder exits, however it exits, so a stale lock of a dead
+    process never blocks; the file's content (the holders' pids, one a line) is only for the message.
+    """
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.path = os.path.join(self.data_dir, LOCK_FILE)
+        self.fd: int | None = None
+
+    def acquire(self, inherited_fd: int | None = None) -> DataDirLock:
+        """Take the lock (through ``inherited_fd`` when it is an open descriptor of this very lock file);
+        raises :class:`DataDirInUse` at once when another process holds it."""
+        import fcntl
+
+        os.makedirs(self.data_dir, exist_ok=True)
+        if inherited_fd is not None and self._is_our_file(inherited_fd):
+            fd, inherited = inherited_fd, True
+        else:
+            fd, inherited = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644), False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise DataDirInUse(f"data dir {self.data_dir} is in use by pid {holder}") from None
+        except OSError:
+            os.close(fd)
+            raise
+        if inherited:
+            os.set_inheritable(fd, False)
+            # Beside the parent's pid: a second user is told of whichever holder is still alive.
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        else:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def _is_our_file(self, fd: int) -> bool:
+        try:
+            held, ours = os.fstat(fd), os.stat(self.path)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (ours.st_dev, ours.st_ino)
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            pids = [int(p) for p in os.pread(fd, 4096, 0).split() if p.isdigit()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                return str(pid)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                return str(pid)
+        return str(pids[0]) if pids else "unknown"
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor; a child that inherited it keeps holding it)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def inherited_lock_fd() -> int | None:
+    """The lock descriptor ``koordinator local`` handed down (``$KOORDINATOR_DATA_DIR_LOCK_FD``), if any."""
+    raw = os.environ.get(LOCK_FD_ENV, "")
+    return int(raw) if raw.isdigit() else None
+
+
 class EmbeddedApiServer:
     """Runs the API on an asyncio loop, in the foreground (``run``) or a background thread."""
 

@@ -811,6 +811,411 @@ _PRINTERS: dict[tuple[str, str], tuple[list[Obj], Printer]] = {
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): (_binding_columns("clusterRoleBinding"), _print_binding),
 }
 
+
+# -- storage, quota, DRA, networking and the other kinds kube-scheduler and kcm inform on ---------
+
+_ACCESS_MODE_SHORT = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+                      ("ReadWriteOncePod", "RWOP"))
+
+
+def _access_modes(modes: Any) -> str:
+    """``GetAccessModesAsString``: known modes in a fixed order, abbreviated."""
+    modes = modes or []
+    return ",".join(short for mode, short in _ACCESS_MODE_SHORT if mode in modes)
+
+
+def _storage_class_of(obj: Obj) -> str:
+    name = _dig(obj, "spec", "storageClassName")
+    if name is None:
+        name = (_meta(obj).get("annotations") or {}).get("volume.beta.kubernetes.io/storage-class", "")
+    return name or ""
+
+
+def _phase_or_terminating(obj: Obj) -> str:
+    return "Terminating" if _meta(obj).get("deletionTimestamp") else _dig(obj, "status", "phase") or ""
+
+
+def _unset(value: Any) -> str:
+    return "<unset>" if value is None else str(value)
+
+
+def _print_pv(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    ref = spec.get("claimRef") or {}
+    claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if spec.get("claimRef") is not None else ""
+    return [_name(obj), (spec.get("capacity") or {}).get("storage", ""), _access_modes(spec.get("accessModes")),
+            spec.get("persistentVolumeReclaimPolicy", ""), _phase_or_terminating(obj), claim, _storage_class_of(obj),
+            _unset(spec.get("volumeAttributesClassName")), _dig(obj, "status", "reason") or "", _age(obj, now),
+            _unset(spec.get("volumeMode"))], None
+
+
+def _print_pvc(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    volume = spec.get("volumeName") or ""
+    capacity = (status.get("capacity") or {}).get("storage", "") if volume else ""
+    modes = _access_modes(status.get("accessModes")) if volume else ""
+    return [_name(obj), _phase_or_terminating(obj), volume, capacity, modes, _storage_class_of(obj),
+            _unset(status.get("currentVolumeAttributesClassName") or spec.get("volumeAttributesClassName")),
+            _age(obj, now), _unset(spec.get("volumeMode"))], None
+
+
+def _print_replication_controller(obj: Obj, now: datetime) -> Row:
+    status = obj.get("status") or {}
+    names, images = _container_cells(_template_containers(obj))
+    return [_name(obj), _replicas(obj), _int(status.get("replicas")), _int(status.get("readyReplicas")),
+            _age(obj, now), names, images, _format_labels(_dig(obj, "spec", "selector"))], None
+
+
+def _print_pod_template(obj: Obj, now: datetime) -> Row:
+    names, images = _container_cells(_dig(obj, "template", "spec", "containers"))
+    return [_name(obj), names, images, _format_labels(_dig(obj, "template", "metadata", "labels"))], None
+
+
+def _print_resource_quota(obj: Obj, now: datetime) -> Row:
+    hard = _dig(obj, "status", "hard") or _dig(obj, "spec", "hard") or {}
+    used = _dig(obj, "status", "used") or {}
+    requests, limits = [], []
+    for name in sorted(hard):
+        text = f"{name}: {used.get(name, '0')}/{hard[name]}"
+        (limits if name.startswith("limits.") else requests).append(text)
+    return [_name(obj), _age(obj, now), ", ".join(requests), ", ".join(limits)], None
+
+
+def _print_storage_class(obj: Obj, now: datetime) -> Row:
+    name = _name(obj)
+    annotations = _meta(obj).get("annotations") or {}
+    if "true" in (annotations.get("storageclass.kubernetes.io/is-default-class"),
+                  annotations.get("storageclass.beta.kubernetes.io/is-default-class")):
+        name += " (default)"
+    return [name, obj.get("provisioner", ""), obj.get("reclaimPolicy") or "Delete",
+            obj.get("volumeBindingMode") or "Immediate", bool(obj.get("allowVolumeExpansion")), _age(obj, now)], None
+
+
+def _print_csi_driver(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    tokens = spec.get("tokenRequests")
+    token_cell = "<unset>" if tokens is None else ",".join(t.get("audience", "") for t in tokens) or "<unset>"
+    modes = ",".join(spec.get("volumeLifecycleModes") or []) or "<none>"
+    return [_name(obj), bool(spec.get("attachRequired")), bool(spec.get("podInfoOnMount")),
+            bool(spec.get("storageCapacity")), token_cell, bool(spec.get("requiresRepublish")), modes,
+            _age(obj, now)], None
+
+
+def _print_resource_claim(obj: Obj, now: datetime) -> Row:
+    states = []
+    deleted = bool(_meta(obj).get("deletionTimestamp"))
+    if deleted:
+        states.append("deleted")
+    if _dig(obj, "status", "allocation") is None:
+        if not deleted:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if _dig(obj, "status", "reservedFor"):
+            states.append("reserved")
+    return [_name(obj), ",".join(states), _age(obj, now)], None
+
+
+def _print_endpoint_slice(obj: Obj, now: datetime) -> Row:
+    ports = obj.get("ports")
+    if not ports:
+        port_cell = "<unset>"
+    else:
+        port_cell = ",".join(str(p["port"]) if p.get("port") is not None else "<unset>" for p in ports)
+    addresses = [a for ep in obj.get("endpoints") or [] for a in ep.get("addresses") or []]
+    if not addresses:
+        endpoints = "<unset>"
+    else:
+        endpoints = ",".join(addresses[:3]) + (f" + {len(addresses) - 3} more..." if len(addresses) > 3 else "")
+    return [_name(obj), obj.get("addressType", ""), port_cell, endpoints, _age(obj, now)], None
+
+
+def _metric_current(statuses: list[Obj], i: int, source: str, key: str) -> str:
+    if i < len(statuses) and isinstance(statuses[i].get(source), dict):
+        value = (statuses[i][source].get("current") or {}).get(key)
+        if value is not None:
+            return f"{value}%" if key == "averageUtilization" else str(value)
+    return "<unknown>"
+
+
+def _hpa_metrics(specs: list[Obj], statuses: list[Obj]) -> str:
+    """``formatHPAMetrics``: two targets, then "+ N more..."."""
+    if not specs:
+        return "<none>"
+    shown = []
+    for i, spec in enumerate(specs):
+        mtype = spec.get("type")
+        source = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+                  "Object": "object", "External": "external"}.get(mtype or "")
+        src = spec.get(source) or {} if source else {}
+        target = src.get("target") or {}
+        if source is None:
+            shown.append("<unknown type>")
+        elif mtype in ("Resource", "ContainerResource"):
+            if target.get("averageValue") is not None:
+                shown.append(f"{src.get('name', '')}: {_metric_current(statuses, i, source, 'averageValue')}/"
+                             f"{target['averageValue']}")
+            else:
+                goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+                shown.append(f"{src.get('name', '')}: {_metric_current(statuses, i, source, 'averageUtilization')}/"
+                             f"{goal}")
+        elif mtype == "Pods":
+            shown.append(f"{_metric_current(statuses, i, source, 'averageValue')}/{target.get('averageValue', '')}")
+        elif target.get("averageValue") is not None:
+            shown.append(f"{_metric_current(statuses, i, source, 'averageValue')}/{target['averageValue']} (avg)")
+        else:
+            shown.append(f"{_metric_current(statuses, i, source, 'value')}/{target.get('value', '')}")
+    text = ", ".join(shown[:2])
+    return f"{text} + {len(shown) - 2} more..." if len(shown) > 2 else text
+
+
+def _print_hpa(obj: Obj, now: datetime) -> Row:
+    if obj.get("apiVersion") == "autoscaling/v1":
+        from koordinator.apiserver.conversions import HPA_V1
+
+        obj = HPA_V1.to_storage(obj)  # one printer for both versions, as upstream prints the internal form
+    spec = obj.get("spec") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    status = obj.get("status") or {}
+    min_pods = spec.get("minReplicas")
+    return [_name(obj), f"{ref.get('kind', '')}/{ref.get('name', '')}",
+            _hpa_metrics(spec.get("metrics") or [], status.get("currentMetrics") or []),
+            "<unset>" if min_pods is None else str(min_pods), _int(spec.get("maxReplicas")),
+            _int(status.get("currentReplicas")), _age(obj, now)], None
+
+
+def _print_csr(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    conditions = _dig(obj, "status", "conditions") or []
+    states = []
+    for ctype in ("Approved", "Denied", "Failed"):
+        if any(c.get("type") == ctype and c.get("status", "True") != "False" for c in conditions):
+            states.append(ctype)
+    if _dig(obj, "status", "certificate"):
+        states.append("Issued")
+    seconds = spec.get("expirationSeconds")
+    duration = "<none>" if seconds is None else human_duration(_int(seconds))
+    return [_name(obj), _age(obj, now), spec.get("signerName") or "<none>", spec.get("username", ""), duration,
+            ",".join(states) or "Pending"], None
+
+
+def _print_ingress(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    hosts = [r.get("host") for r in spec.get("rules") or [] if r.get("host")]
+    host_cell = "*" if not hosts else ",".join(hosts[:4]) + (f" + {len(hosts) - 4} more..." if len(hosts) > 4 else "")
+    addresses = []
+    for ing in _dig(obj, "status", "loadBalancer", "ingress") or []:
+        if ing.get("ip"):
+            addresses.append(ing["ip"])
+        elif ing.get("hostname"):
+            addresses.append(ing["hostname"])
+    return [_name(obj), spec.get("ingressClassName") or "<none>", host_cell, ",".join(addresses),
+            "80, 443" if spec.get("tls") else "80", _age(obj, now)], None
+
+
+def _print_ingress_class(obj: Obj, now: datetime) -> Row:
+    params = _dig(obj, "spec", "parameters")
+    if params is None:
+        cell = "<none>"
+    else:
+        group = params.get("apiGroup") or ""
+        cell = f"{params.get('kind', '')}.{group}/{params.get('name', '')}" if group else \
+            f"{params.get('kind', '')}/{params.get('name', '')}"
+    return [_name(obj), _dig(obj, "spec", "controller") or "", cell, _age(obj, now)], None
+
+
+def _print_ip_address(obj: Obj, now: datetime) -> Row:
+    ref = _dig(obj, "spec", "parentRef") or {}
+    resource = ref.get("resource", "")
+    if ref.get("group"):
+        resource = f"{resource}.{ref['group']}"
+    parent = f"{resource}/{ref.get('namespace')}/{ref.get('name', '')}" if ref.get("namespace") else \
+        f"{resource}/{ref.get('name', '')}"
+    return [_name(obj), parent], None
+
+
+def _print_admission_policy(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    param = spec.get("paramKind")
+    cell = "<unset>" if param is None else f"{param.get('apiVersion', '')}/{param.get('kind', '')}"
+    return [_name(obj), len(spec.get("validations") or []), cell, _age(obj, now)], None
+
+
+def _print_admission_policy_binding(obj: Obj, now: datetime) -> Row:
+    spec = obj.get("spec") or {}
+    ref = spec.get("paramRef")
+    if ref is None:
+        cell = "<unset>"
+    elif ref.get("name"):
+        cell = f"{ref['namespace']}/{ref['name']}" if ref.get("namespace") else f"*/{ref['name']}"
+    else:
+        cell = _format_label_selector(ref.get("selector"))
+    return [_name(obj), spec.get("policyName", ""), cell, _age(obj, now)], None
+
+
+def _print_controller_revision(obj: Obj, now: datetime) -> Row:
+    controller = "<none>"
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            group = (ref.get("apiVersion") or "").rpartition("/")[0]
+            kind = (ref.get("kind") or "").lower()
+            controller = f"{kind}.{group}/{ref.get('name', '')}" if group else f"{kind}/{ref.get('name', '')}"
+            break
+    return [_name(obj), controller, _int(obj.get("revision")), _age(obj, now)], None
+
+
+def _simple(*cells: Callable[[Obj], Any]) -> Printer:
+    """A printer of Name, the given cells, then Age."""
+    def printer(obj: Obj, now: datetime) -> Row:
+        return [_name(obj), *(cell(obj) for cell in cells), _age(obj, now)], None
+    return printer
+
+
+_PRINTERS.update({
+    ("", "PersistentVolume"): ([
+        _name_col(), _col("Capacity", "string", "The capacity of the volume."),
+        _col("Access Modes", "string", "AccessModes contains the desired access modes the volume should have."),
+        _col("Reclaim Policy", "string", "What happens to a persistent volume when released from its claim."),
+        _col("Status", "string", "Phase indicates if a volume is available, bound to a claim, or released by a "
+                                 "claim."),
+        _col("Claim", "string", "ClaimRef is part of a bi-directional binding between PersistentVolume and "
+                                "PersistentVolumeClaim."),
+        _col("StorageClass", "string", "StorageClass of the persistent volume."),
+        _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the persistent volume."),
+        _col("Reason", "string", "Reason is a brief CamelCase string that describes any failure."), _age_col(),
+        _wide("VolumeMode", "VolumeMode works with a Filesystem or a raw Block device.")], _print_pv),
+    ("", "PersistentVolumeClaim"): ([
+        _name_col(), _col("Status", "string", "Phase represents the current phase of PersistentVolumeClaim."),
+        _col("Volume", "string", "VolumeName is the binding reference to the PersistentVolume backing this claim."),
+        _col("Capacity", "string", "Capacity represents the actual resources of the underlying volume."),
+        _col("Access Modes", "string", "AccessModes contains the desired access modes the volume should have."),
+        _col("StorageClass", "string", "StorageClass of the claim."),
+        _col("VolumeAttributesClass", "string", "VolumeAttributesClass of the claim."), _age_col(),
+        _wide("VolumeMode", "VolumeMode defines what type of volume is required by the claim.")], _print_pvc),
+    ("", "ReplicationController"): ([
+        _name_col(), _col("Desired", "integer", "Replicas is the number of desired replicas."),
+        _col("Current", "integer", "Replicas is the most recently observed number of replicas."),
+        _col("Ready", "integer", "The number of ready replicas for this replication controller."),
+        _age_col(), _CONTAINERS_COL, _IMAGES_COL, _wide("Selector", _WORKLOAD_SELECTOR)],
+        _print_replication_controller),
+    ("", "PodTemplate"): ([
+        _name_col(), _col("Containers", "string", "Names of each container in the template."),
+        _col("Images", "string", "Images referenced by each container in the template."),
+        _col("Pod Labels", "string", "The labels for the pod template.")], _print_pod_template),
+    ("", "ResourceQuota"): ([
+        _name_col(), _age_col(), _col("Request", "string", "Request represents a minimum amount of cpu/memory that "
+                                                           "a container may consume."),
+        _col("Limit", "string", "Limits control the maximum amount of cpu/memory that a container may use "
+                                "independent of contention on the node.")], _print_resource_quota),
+    ("storage.k8s.io", "StorageClass"): ([
+        _name_col(), _col("Provisioner", "string", "Indicates the type of the provisioner."),
+        _col("ReclaimPolicy", "string", "Indicates the type of the reclaim policy."),
+        _col("VolumeBindingMode", "string", "Indicates how PersistentVolumeClaims should be bound."),
+        _col("AllowVolumeExpansion", "string", "Indicates whether the storage class allow volume expand."),
+        _age_col()], _print_storage_class),
+    ("storage.k8s.io", "CSIDriver"): ([
+        _name_col(), _col("AttachRequired", "boolean", "Indicates this CSI volume driver requires an attach "
+                                                       "operation."),
+        _col("PodInfoOnMount", "boolean", "Indicates this CSI volume driver requires additional pod information "
+                                          "during mount operations."),
+        _col("StorageCapacity", "boolean", "Indicates this CSI volume driver publishes storage capacity."),
+        _col("TokenRequests", "string", "Indicates the CSIDriver wants pods' service account tokens."),
+        _col("RequiresRepublish", "boolean", "Indicates this CSI volume driver requires NodePublishVolume to be "
+                                             "called periodically."),
+        _col("Modes", "string", "Defines the volume lifecycle modes this CSI volume driver supports."),
+        _age_col()], _print_csi_driver),
+    ("storage.k8s.io", "CSINode"): ([
+        _name_col(), _col("Drivers", "integer", "Drivers indicates the number of CSI drivers registered on the "
+                                                "node"), _age_col()],
+        _simple(lambda o: len(_dig(o, "spec", "drivers") or []))),
+    ("storage.k8s.io", "CSIStorageCapacity"): ([
+        _name_col(), _col("StorageClassName", "string", "The name of the StorageClass the capacity applies to."),
+        _col("Capacity", "string", "The capacity reported by the CSI driver.")],
+        lambda o, now: ([_name(o), o.get("storageClassName", ""), _unset(o.get("capacity"))], None)),
+    ("storage.k8s.io", "VolumeAttachment"): ([
+        _name_col(), _col("Attacher", "string", "Attacher indicates the name of the volume driver that MUST handle "
+                                                "this request."),
+        _col("PV", "string", "Name of the persistent volume to attach."),
+        _col("Node", "string", "The node that the volume should be attached to."),
+        _col("Attached", "boolean", "Indicates the volume is successfully attached."), _age_col()],
+        _simple(lambda o: _dig(o, "spec", "attacher") or "",
+                lambda o: _dig(o, "spec", "source", "persistentVolumeName") or "",
+                lambda o: _dig(o, "spec", "nodeName") or "", lambda o: bool(_dig(o, "status", "attached")))),
+    ("storage.k8s.io", "VolumeAttributesClass"): ([
+        _name_col(), _col("DriverName", "string", "Indicates the name of the CSI driver that handles the class."),
+        _age_col()], _simple(lambda o: o.get("driverName", ""))),
+    ("resource.k8s.io", "ResourceClaim"): ([
+        _name_col(), _col("State", "string", "A summary of the current state (allocated, pending, reserved, "
+                                             "etc.)."), _age_col()], _print_resource_claim),
+    ("resource.k8s.io", "ResourceSlice"): ([
+        _name_col(), _col("Node", "string", "The node providing the resources of this slice."),
+        _col("Driver", "string", "The name of the driver that provides the devices."),
+        _col("Pool", "string", "The pool the slice belongs to."), _age_col()],
+        _simple(lambda o: _dig(o, "spec", "nodeName") or "<none>", lambda o: _dig(o, "spec", "driver") or "",
+                lambda o: _dig(o, "spec", "pool", "name") or "")),
+    ("discovery.k8s.io", "EndpointSlice"): ([
+        _name_col(), _col("AddressType", "string", "The IP protocol for this slice"),
+        _col("Ports", "string", "The ports for this slice"),
+        _col("Endpoints", "string", "The endpoints for this slice"), _age_col()], _print_endpoint_slice),
+    ("autoscaling", "HorizontalPodAutoscaler"): ([
+        _name_col(), _col("Reference", "string", "Reference to the scaled resource"),
+        _col("Targets", "string", "The metrics and their targets"),
+        _col("MinPods", "string", "The lower limit for the number of pods that can be set by the autoscaler, "
+                                  "default 1."),
+        _col("MaxPods", "integer", "The upper limit for the number of pods that can be set by the autoscaler; "
+                                   "cannot be smaller than MinPods."),
+        _col("Replicas", "integer", "Current number of replicas of pods managed by this autoscaler."), _age_col()],
+        _print_hpa),
+    ("certificates.k8s.io", "CertificateSigningRequest"): ([
+        _name_col(), _age_col(), _col("SignerName", "string", "Name of the signer that is requested to issue the "
+                                                              "certificate."),
+        _col("Requestor", "string", "Name of the user who created the request."),
+        _col("RequestedDuration", "string", "The requested duration of the certificate."),
+        _col("Condition", "string", "The approval and issuance state of the request.")], _print_csr),
+    ("networking.k8s.io", "NetworkPolicy"): ([
+        _name_col(), _col("Pod-Selector", "string", "Selects the pods to which this NetworkPolicy object applies."),
+        _age_col()], _simple(lambda o: _format_label_selector(_dig(o, "spec", "podSelector")))),
+    ("networking.k8s.io", "Ingress"): ([
+        _name_col(), _col("Class", "string", "The name of the IngressClass resource to use."),
+        _col("Hosts", "string", "Hosts that incoming requests are matched against before the ingress rule"),
+        _col("Address", "string", "Address is a list containing ingress points for the load-balancer"),
+        _col("Ports", "string", "Ports of TLS configurations that open"), _age_col()], _print_ingress),
+    ("networking.k8s.io", "IngressClass"): ([
+        _name_col(), _col("Controller", "string", "Controller that is responsible for handling this class"),
+        _col("Parameters", "string", "A reference to a resource with additional parameters"), _age_col()],
+        _print_ingress_class),
+    ("networking.k8s.io", "ServiceCIDR"): ([
+        _name_col(), _col("CIDRs", "string", "Network used to allocate ClusterIPs for Services"), _age_col()],
+        _simple(lambda o: ",".join(_dig(o, "spec", "cidrs") or []))),
+    ("networking.k8s.io", "IPAddress"): ([
+        _name_col(), _col("ParentRef", "string", "The ParentReference of the object using this IPAddress")],
+        _print_ip_address),
+    ("node.k8s.io", "RuntimeClass"): ([
+        _name_col(), _col("Handler", "string", "The name of the CRI handler for this runtime class."), _age_col()],
+        _simple(lambda o: o.get("handler", ""))),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"): ([
+        _name_col(), _col("Validations", "integer", "Validations indicates the number of validation rules "
+                                                    "defined in this configuration"),
+        _col("ParamKind", "string", "ParamKind specifies the kind of resources used to parameterize this policy"),
+        _age_col()], _print_admission_policy),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"): ([
+        _name_col(), _col("PolicyName", "string", "PolicyName indicates the policy definition which the policy "
+                                                  "binding binded to"),
+        _col("ParamRef", "string", "ParamRef indicates the param resource which sets the configration param"),
+        _age_col()], _print_admission_policy_binding),
+    ("apps", "ControllerRevision"): ([
+        _name_col(), _col("Controller", "string", "Controller of the object"),
+        _col("Revision", "integer", "Revision indicates the revision of the state represented by Data."),
+        _age_col()], _print_controller_revision),
+})
+# LimitRange, DeviceClass and ResourceClaimTemplate print Name and Age (or Created At) upstream.
+_PRINTERS[("resource.k8s.io", "DeviceClass")] = ([_name_col(), _age_col()], _simple())
+_PRINTERS[("resource.k8s.io", "ResourceClaimTemplate")] = ([_name_col(), _age_col()], _simple())
+_PRINTERS[("", "LimitRange")] = ([_name_col(), _col("Created At", "date", CREATION_TIMESTAMP_DESCRIPTION)],
+                                 lambda o, now: ([_name(o), _rfc3339(_meta(o).get("creationTimestamp"))], None))
+
+
 # Kinds with no printer (CRDs, Roles, ClusterRoles, ...) use the generic table convertor.
 _DEFAULT_COLUMNS = [_name_col(), _col("Created At", "date", CREATION_TIMESTAMP_DESCRIPTION)]
 

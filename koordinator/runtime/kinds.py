@@ -50,7 +50,10 @@ class Kind:
         return f"{self.api_version}/{self.kind}"
 
 
+# A later entry answers for a bare name (``"Event"``, ``"events"``) an earlier one shares.
 _BUILTIN = [
+    # The same stored events as core/v1 Event, which comes later and so keeps the bare names.
+    ("events.k8s.io", "v1", "Event", "events", True),
     ("", "v1", "Namespace", "namespaces", False), ("", "v1", "Node", "nodes", False),
     ("", "v1", "Pod", "pods", True), ("", "v1", "ConfigMap", "configmaps", True),
     ("", "v1", "Secret", "secrets", True), ("", "v1", "Service", "services", True),
@@ -67,6 +70,34 @@ _BUILTIN = [
     ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False),
     ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration",
      "validatingwebhookconfigurations", False),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
+    ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding",
+     "validatingadmissionpolicybindings", False),
+    ("", "v1", "PersistentVolume", "persistentvolumes", False),
+    ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
+    ("", "v1", "ReplicationController", "replicationcontrollers", True),
+    ("", "v1", "ResourceQuota", "resourcequotas", True), ("", "v1", "LimitRange", "limitranges", True),
+    ("", "v1", "PodTemplate", "podtemplates", True),
+    ("storage.k8s.io", "v1", "StorageClass", "storageclasses", False),
+    ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False), ("storage.k8s.io", "v1", "CSINode", "csinodes", False),
+    ("storage.k8s.io", "v1", "CSIStorageCapacity", "csistoragecapacities", True),
+    ("storage.k8s.io", "v1", "VolumeAttachment", "volumeattachments", False),
+    ("storage.k8s.io", "v1", "VolumeAttributesClass", "volumeattributesclasses", False),
+    ("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False),
+    ("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False),
+    ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),
+    ("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
+    # autoscaling/v1 first: v2 (the stored, complete form) answers for the bare kind name.
+    ("autoscaling", "v1", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
+    ("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),
+    ("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests", False),
+    ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True),
+    ("networking.k8s.io", "v1", "Ingress", "ingresses", True),
+    ("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    ("networking.k8s.io", "v1", "ServiceCIDR", "servicecidrs", False),
+    ("networking.k8s.io", "v1", "IPAddress", "ipaddresses", False),
+    ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False),
 ]
 
 

@@ -28,6 +28,7 @@ they divide evenly, hyper-threaded when even). Usage follows annotations (see
     sim.koordinator.sh/memory: "1Gi"
     sim.koordinator.sh/page-cache: "256Mi"                 default 0
     sim.koordinator.sh/duration: "5m"                      the pod then Succeeds
+    sim.koordinator.sh/exit-code: "1"                      ... or, not 0, Fails with that exit code (reason Error)
     sim.koordinator.sh/system-usage: "cpu=500m,memory=2Gi" on the Node; default cpu=250m,memory=1Gi
 
 without them a pod uses half of its requests, never more than its limits. A bad annotation gives

@@ -7,6 +7,8 @@ Pod annotations (each optional):
 ``sim.koordinator.sh/memory``       its memory (anonymous, not reclaimable: ``1Gi``)
 ``sim.koordinator.sh/page-cache``   its page cache (reclaimable; default 0)
 ``sim.koordinator.sh/duration``     a Go duration (``5m``, ``90s``): the pod succeeds after running that long
+``sim.koordinator.sh/exit-code``    ``0`` to ``255``: how the containers exit when the duration ends; not 0 makes
+                                    the pod Failed (terminated, reason ``Error``); default 0
 ==================================  ==============================================================
 
 A profile is a quantity (steady) or one of these functions of the time ``t`` since the pod
@@ -47,6 +49,7 @@ ANNOTATION_CPU = PREFIX + "cpu"
 ANNOTATION_MEMORY = PREFIX + "memory"
 ANNOTATION_PAGE_CACHE = PREFIX + "page-cache"
 ANNOTATION_DURATION = PREFIX + "duration"
+ANNOTATION_EXIT_CODE = PREFIX + "exit-code"
 ANNOTATION_SYSTEM_USAGE = PREFIX + "system-usage"
 #: Event reason for an annotation the simulator cannot use.
 REASON_INVALID = "InvalidSimulationProfile"
@@ -251,6 +254,7 @@ class PodProfile:
     page_cache: Curve | None = None
     duration: float | None = None
     errors: tuple[ProfileError, ...] = ()
+    exit_code: int = 0
 
 
 def pod_profile(pod: Mapping[str, Any]) -> PodProfile:
@@ -278,7 +282,25 @@ def pod_profile(pod: Mapping[str, Any]) -> PodProfile:
         except ValueError as err:
             duration = None
             errors.append(ProfileError(ANNOTATION_DURATION, str(raw), f"{err}; the pod runs until deleted"))
-    return PodProfile(curves["cpu"], curves["memory"], curves["page_cache"], duration, tuple(errors))
+    exit_code = 0
+    raw = annotations.get(ANNOTATION_EXIT_CODE)
+    if raw is not None:
+        try:
+            exit_code = parse_exit_code(str(raw))
+        except ValueError as err:
+            errors.append(ProfileError(ANNOTATION_EXIT_CODE, str(raw), f"{err}; the pod exits with 0"))
+    return PodProfile(curves["cpu"], curves["memory"], curves["page_cache"], duration, tuple(errors), exit_code)
+
+
+def parse_exit_code(text: str) -> int:
+    """A process exit status, ``0`` to ``255``; ValueError if it is not one."""
+    try:
+        value = int(text.strip(), 10)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not an integer") from None
+    if not 0 <= value <= 255:
+        raise ValueError("must be from 0 to 255")
+    return value
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ For each node name it is given, the simulator
   (conditions, IPs, ``containerStatuses`` with ``containerd://<64 hex>`` IDs derived from the pod
   UID and container name, so they are stable across restarts), creates their cgroup directories,
   deletes pods that are terminating with grace period 0, marks pods with a
-  ``sim.koordinator.sh/duration`` Succeeded once they ran that long, and removes the directories of
+  ``sim.koordinator.sh/duration`` Succeeded once they ran that long (Failed, with the container's
+  exit code, when ``sim.koordinator.sh/exit-code`` is not 0), and removes the directories of
   pods that are gone or finished;
 * on every tick advances each running container's CPU counters by its usage × elapsed time
   (and throttling when its profile wants more than its limit), sets its memory files, and
@@ -147,6 +148,7 @@ class _Pod:
     accounted_to: float
     end: float | None
     pending: str | None = None  # a status write still to do: "running" or "succeeded"
+    exit_code: int = 0  # how the containers exit when ``end`` comes (not 0: the pod Fails)
 
 
 @dataclass
@@ -402,8 +404,8 @@ class NodeSimulator:
             if state.end is not None and now >= state.end:
                 state.pending = "succeeded"
             if state.pending == "succeeded":
-                if self._write_succeeded(state, pod, now):
-                    self._remove(node, uid, "succeeded")
+                if self._write_finished(state, pod, now):
+                    self._remove(node, uid, "succeeded" if state.exit_code == 0 else "failed")
                     node.done.add(uid)
 
     def _profile(self, pod: Obj, uid: str) -> PodProfile:
@@ -454,7 +456,7 @@ class NodeSimulator:
         state = _Pod(uid, md.get("namespace", ""), md.get("name", ""), kube_qos, rel, model, _sim_annotations(pod),
                      _Counters(pod_stats), containers, started_at, now,
                      None if profile.duration is None else started_at + profile.duration,
-                     pending=None if adopted else "running")
+                     pending=None if adopted else "running", exit_code=profile.exit_code)
         self._set_memory(state, now)
         t.add_cgroups(rel, [(rel, state.counters.stats), *((c.rel_dir, c.counters.stats) for c in containers)])
         node.pods[uid] = state
@@ -468,6 +470,7 @@ class NodeSimulator:
         state.model = UsageModel(state.model.shapes, profile)
         state.sim_annotations = _sim_annotations(pod)
         state.end = None if profile.duration is None else state.started_at + profile.duration
+        state.exit_code = profile.exit_code
 
     def _remove(self, node: _Node, uid: str, why: str) -> None:
         state = node.pods.pop(uid, None)
@@ -531,29 +534,34 @@ class NodeSimulator:
         if self._patch_status(state, status, "Running"):
             state.pending = None
 
-    def _write_succeeded(self, state: _Pod, pod: Obj, now: float) -> bool:
+    def _write_finished(self, state: _Pod, pod: Obj, now: float) -> bool:
+        """The containers exited with the profile's exit code: Succeeded with 0, else Failed."""
         started, finished = timestamp(state.started_at), timestamp(state.end if state.end is not None else now)
         images = {c.get("name"): c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []}
+        ok = state.exit_code == 0
+        phase = "Succeeded" if ok else "Failed"
 
         def condition(kind: str, value: str) -> Obj:
             c = {"type": kind, "status": value, "lastTransitionTime": finished}
-            if value == "False" or kind == "Initialized":
-                c["reason"] = "PodCompleted"
+            if value == "False":
+                c["reason"] = "PodCompleted" if ok else "PodFailed"
+            elif kind == "Initialized" and ok:
+                c["reason"] = "PodCompleted"  # the kubelet says so only when everything succeeded
             return c
 
         status = {
-            "phase": "Succeeded",
+            "phase": phase,
             "conditions": [condition("PodReadyToStartContainers", "False"), condition("Initialized", "True"),
                            condition("Ready", "False"), condition("ContainersReady", "False"),
                            {"type": "PodScheduled", "status": "True", "lastTransitionTime": started}],
             "containerStatuses": [
                 _container_status(c.name, c.id, images.get(c.name, ""),
-                                  {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started,
-                                                  "finishedAt": finished, "containerID": c.id}},
+                                  {"terminated": {"exitCode": state.exit_code, "reason": "Completed" if ok else "Error",
+                                                  "startedAt": started, "finishedAt": finished, "containerID": c.id}},
                                   ready=False, started=False)
                 for c in state.containers],
         }
-        return self._patch_status(state, status, "Succeeded")
+        return self._patch_status(state, status, phase)
 
     def _delete_now(self, node: _Node, pod: Obj) -> None:
         md = pod["metadata"]

@@ -289,17 +289,20 @@ def load_file(path: str | Path, **kwargs: Any) -> SchedulerConfiguration:
     return parse(document, **kwargs)
 
 
+def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, Any]:
+    """The profile document used without a ``--config`` file, under ``scheduler_name``: kube's default
+    plugins plus LoadAwareScheduling at filter, score (weight 1) and reserve, as Koordinator's default
+    profile has."""
+    return {"schedulerName": scheduler_name, "plugins": {
+        "filter": {"enabled": [{"name": "LoadAwareScheduling"}]},
+        "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}]},
+        "reserve": {"enabled": [{"name": "LoadAwareScheduling"}]},
+    }}
+
+
 def default_configuration(**kwargs: Any) -> SchedulerConfiguration:
-    """The configuration without a ``--config`` file: one ``koord-scheduler`` profile on kube's defaults,
-    plus LoadAwareScheduling at filter, score (weight 1) and reserve as Koordinator's default profile has."""
-    return parse({
-        "apiVersion": API_VERSION, "kind": KIND,
-        "profiles": [{"schedulerName": DEFAULT_SCHEDULER_NAME, "plugins": {
-            "filter": {"enabled": [{"name": "LoadAwareScheduling"}]},
-            "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}]},
-            "reserve": {"enabled": [{"name": "LoadAwareScheduling"}]},
-        }}],
-    }, **kwargs)
+    """The configuration without a ``--config`` file: one ``koord-scheduler`` :func:`default_profile`."""
+    return parse({"apiVersion": API_VERSION, "kind": KIND, "profiles": [default_profile()]}, **kwargs)
 
 
 def _kube_wording(field_errors: list) -> list[str]:

@@ -1,8 +1,9 @@
 """NodeMetric status reporting (reference A.6.3).
 
 Every report interval (the NodeMetric spec's ``reportIntervalSeconds``, at least 30 s, or the
-``--report-interval`` override) the reporter aggregates the metric cache over the spec's windows and
-replaces the whole ``status`` of the NodeMetric named after the node:
+``--report-interval`` override) — and once as soon as the first collection window is in, where
+Koordinator first sleeps a whole interval — the reporter aggregates the metric cache over the spec's
+windows and replaces the whole ``status`` of the NodeMetric named after the node:
 
 - ``nodeMetric.nodeUsage`` / ``systemUsage``: averages over ``aggregateDurationSeconds``;
 - ``nodeMetric.aggregatedNodeUsages`` / ``aggregatedSystemUsages``: avg, p50, p90, p95, p99 per window
@@ -51,6 +52,8 @@ _PERCENTILES = AGGREGATIONS[1:]
 RATE_LIMIT_QPS = 0.1
 RATE_LIMIT_BURST = 2
 CONFLICT_ATTEMPTS = 4
+# How often a starting reporter looks whether its first collection window is in.
+FIRST_REPORT_POLL_SECONDS = 0.5
 
 GPU_CORE = "koordinator.sh/gpu-core"
 GPU_MEMORY = "koordinator.sh/gpu-memory"
@@ -136,12 +139,39 @@ class NodeMetricReporter:
         return float(self.states.node_metric_spec()["metricCollectPolicy"]["reportIntervalSeconds"])
 
     def run(self, stop: threading.Event) -> None:
-        """Sleep one interval, report, repeat until ``stop``."""
+        """Report once the first collection window is in (at the latest after one interval), then sleep
+        one interval, report, repeat until ``stop``."""
+        # Koordinator sleeps a whole interval first; until a NodeMetric has an updateTime the scheduler's
+        # LoadAwareScheduling filters the node out as expired and the manager computes no batch resources,
+        # so a fresh node reports as soon as it has something to report.
+        deadline = time.monotonic() + self.report_interval()
+        while not self.first_window_ready() and time.monotonic() < deadline:
+            if stop.wait(FIRST_REPORT_POLL_SECONDS):
+                return
+        self._sync_logged()
         while not stop.wait(self.report_interval()):
-            try:
-                self.sync_once()
-            except Exception:  # the next round may succeed; never end the loop
-                log.exception("NodeMetric status report failed")
+            self._sync_logged()
+
+    def first_window_ready(self) -> bool:
+        """Whether a first report has something to say: the NodeMetric is seen and the metric cache holds
+        node CPU and memory usage of the current aggregation window."""
+        if self.states.node_metric() is None:
+            return False
+        policy = self.states.node_metric_spec()["metricCollectPolicy"]
+        node_mem = _MEMORY_KINDS.get(policy.get("nodeMemoryCollectPolicy"), _DEFAULT_MEMORY_KINDS)[0]
+        now = self.clock()
+        start = now - float(policy["aggregateDurationSeconds"])
+        try:
+            return bool(self.cache.query(kinds.NODE_CPU_USAGE, start, now)) and bool(
+                self.cache.query(node_mem, start, now))
+        except MetricCacheError:
+            return False
+
+    def _sync_logged(self) -> None:
+        try:
+            self.sync_once()
+        except Exception:  # the next round may succeed; never end the loop
+            log.exception("NodeMetric status report failed")
 
     # -- one round ---------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEven
                                                   FilterPlugin)
 from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.tainttoleration import tolerates
+from koordinator.apis.taints import tolerates
 
 NAME = "NodeUnschedulable"
 ERR_REASON = "node(s) were unschedulable"

@@ -26,7 +26,7 @@ from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterRes
 from roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
 from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.tainttoleration import find_untolerated_taint
+from koordinator.apis.taints import find_untolerated_taint
 
 NAME = "PodTopologySpread"
 

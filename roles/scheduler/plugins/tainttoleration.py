@@ -1,8 +1,8 @@
 """TaintToleration: NoSchedule/NoExecute taints a pod does not tolerate exclude the node; untolerated
 PreferNoSchedule taints lower its score (kube-scheduler's ``tainttoleration`` plugin).
 
-:func:`tolerates` is kube's ``TolerationsTolerateTaint``, shared with the other plugins that
-test a single taint (NodeUnschedulable).
+The taint matching itself (kube's ``TolerationsTolerateTaint`` and ``FindMatchingUntoleratedTaint``)
+lives in :mod:`koordinator.apis.taints`, shared with the workload controllers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from koordinator.apis.taints import find_untolerated_taint, tolerates
 from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreScorePlugin,
                                                   ScorePlugin)
@@ -19,45 +20,10 @@ from roles.scheduler.framework.types import NodeInfo, PodInfo, pod_key
 
 NAME = "TaintToleration"
 
-_DO_NOT_SCHEDULE = ("NoSchedule", "NoExecute")
 _PRE_SCORE_KEY = "PreScore" + NAME
 # Results of (tolerations, taint list) pairs; a ReplicaSet's pods share tolerations and nodes
 # rarely change taints, so most pods are answered from here.
 _CACHE_SIGNATURES = 64
-
-
-def toleration_tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """One toleration against one taint (``Toleration.ToleratesTaint``).
-
-    An empty effect matches every effect; an empty key with ``Exists`` matches every key;
-    ``Equal`` (or no operator) also needs equal values.
-    """
-    effect = toleration.get("effect") or ""
-    if effect and effect != (taint.get("effect") or ""):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != (taint.get("key") or ""):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
-def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, taint: Mapping[str, Any]) -> bool:
-    """Whether any of ``tolerations`` tolerates ``taint`` (``TolerationsTolerateTaint``)."""
-    return any(toleration_tolerates(t, taint) for t in tolerations or ())
-
-
-def find_untolerated_taint(taints: Iterable[Mapping[str, Any]], tolerations: list,
-                           effects: tuple[str, ...] = _DO_NOT_SCHEDULE) -> Mapping[str, Any] | None:
-    """The first taint with one of ``effects`` that no toleration tolerates (``FindMatchingUntoleratedTaint``)."""
-    for taint in taints:
-        if taint.get("effect") in effects and not tolerates(tolerations, taint):
-            return taint
-    return None
 
 
 def untolerated_reason(taint: Mapping[str, Any]) -> str:
