@@ -289,6 +289,21 @@ class StatusBoard:
                     pass
 
 
+def shorten(detail: str, limit: int = 120) -> str:
+    """``detail`` cut to about ``limit`` characters at a list separator, saying how many items were left out.
+
+    A starting process waiting for 60 informer caches lists them all in its readiness check: one status
+    line, not a screenful.
+    """
+    if len(detail) <= limit:
+        return detail
+    cut = detail.rfind(", ", 0, limit)
+    if cut <= 0:
+        return detail[:limit] + "…"
+    left_out = detail[cut:].count(", ")
+    return f"{detail[:cut]}, … ({left_out} more)"
+
+
 # -- the simulated cluster --------------------------------------------------------------------------
 
 def _now() -> str:
@@ -880,7 +895,7 @@ class LocalCluster:
             self.board.set(role.name, "ready", role.detail())
             return None
         failing = [line[3:] for line in body.splitlines() if line.startswith("[-]")]
-        reason = "; ".join(failing) or f"HTTP {status}"
+        reason = shorten("; ".join(failing) or f"HTTP {status}")
         self.board.set(role.name, "not ready", reason)
         return reason
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -273,20 +272,55 @@ def test_kubectl_run_without_a_scheduler_name_is_bound(cluster):
     assert pod["spec"]["nodeName"].startswith(local.NODE_PREFIX)
 
 
-def test_a_deployment_gets_its_running_pods(cluster):
-    for module in ("koordinator.controllers.deployment", "koordinator.controllers.replicaset"):
-        if importlib.util.find_spec(module) is None:
-            pytest.fail(f"{module} has not landed yet: `koordinator controllers` cannot run Deployments")
-    proc = cluster.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=2")
+def test_a_deployment_rolls_out_updates_and_is_deleted_with_its_pods(cluster):
+    """The Quick start's Deployment: pods on simulated nodes, `kubectl rollout status` as on a cluster."""
+    proc = cluster.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=3")
     assert proc.returncode == 0, proc.stderr
+    for update in ((), ("set", "image", "deployment/web", "nginx=nginx:1.27")):
+        if update:
+            proc = cluster.kubectl(*update)
+            assert proc.returncode == 0, proc.stderr
+        proc = cluster.kubectl("rollout", "status", "deployment/web", "--timeout=60s")
+        assert proc.returncode == 0 and "successfully rolled out" in proc.stdout, proc.stdout + proc.stderr
+    pods = cluster.client.list("Pod", "default", label_selector="app=web")["items"]
+    assert len(pods) == 3 and all(p["status"].get("phase") == "Running" for p in pods)
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {"nginx:1.27"}
+    assert all(p["spec"]["nodeName"].startswith(local.NODE_PREFIX) for p in pods)
+    replica_sets = cluster.client.list("ReplicaSet", "default", label_selector="app=web")["items"]
+    assert sorted(rs["spec"]["replicas"] for rs in replica_sets) == [0, 3]
 
-    def running() -> list[dict]:
-        pods = cluster.client.list("Pod", "default", label_selector="app=web")["items"]
-        ok = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName")]
-        return ok if len(ok) == 2 else []
+    proc = cluster.kubectl("delete", "deployment", "web")
+    assert proc.returncode == 0, proc.stderr
+    wait_until(lambda: not cluster.client.list("ReplicaSet", "default", label_selector="app=web")["items"]
+               and not cluster.client.list("Pod", "default", label_selector="app=web")["items"],
+               30, message="the garbage collector removes the ReplicaSets and pods of deployment web")
 
-    pods = wait_until(running, 60, message="2 Running pods of deployment web")
-    assert {ref["kind"] for p in pods for ref in p["metadata"]["ownerReferences"]} == {"ReplicaSet"}
+
+JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: batch4, namespace: default}
+spec:
+  completions: 4
+  parallelism: 2
+  template:
+    metadata: {annotations: {sim.koordinator.sh/duration: 1s}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox}]
+"""
+
+
+def test_a_job_completes_on_the_simulated_nodes(cluster):
+    proc = cluster.kubectl("create", "-f", "-", input=JOB)
+    assert proc.returncode == 0, proc.stderr
+    proc = cluster.kubectl("wait", "--for=condition=complete", "job/batch4", "--timeout=60s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = cluster.client.get("Job", "batch4", "default")
+    assert job["status"]["succeeded"] == 4 and not job["status"].get("active")
+    pods = cluster.client.list("Pod", "default", label_selector="batch.kubernetes.io/job-name=batch4")["items"]
+    assert len(pods) == 4 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    assert all(p["spec"]["nodeName"].startswith(local.NODE_PREFIX) for p in pods)
 
 
 def test_status_lines_and_the_installed_defaults(cluster):
@@ -486,6 +520,16 @@ def test_status_board_survives_a_lost_terminal_and_throttles_details():
     out.close()
     board.say("koordinator local: stopping")  # a closed output must not raise into the shutdown
     board.set("manager", "stopped", "exit code 0")
+
+
+def test_long_not_ready_details_are_cut_at_a_list_separator():
+    caches = ", ".join(f"kind{i}.example.io" for i in range(60))
+    short = local.shorten(f"informer-sync failed: waiting for caches: {caches}")
+    assert len(short) < 140 and short.startswith("informer-sync failed: waiting for caches: kind0.example.io, ")
+    assert short.endswith(" more)")
+    shown = short.split(": ", 2)[2].split(", … ")[0].split(", ")
+    assert short.endswith(f"({60 - len(shown)} more)")
+    assert local.shorten("informer-sync failed: nodes") == "informer-sync failed: nodes"
 
 
 def test_local_exits_1_when_the_apiserver_dies(tmp_path):
