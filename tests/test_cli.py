@@ -103,6 +103,27 @@ def test_top_level_help_names_roles_and_subcommands(capsys):
         assert word in out
 
 
+def test_version(capsys):
+    from koordinator import __version__
+
+    code, out, _ = run_main(["--version"], capsys)
+    assert code == 0 and out == f"koordinator {__version__}\n"
+
+
+def test_controllers_subcommand_selects_like_kube_controller_manager(capsys):
+    from koordinator import controllers
+
+    assert controllers.select(["*"]) == list(controllers.CONTROLLERS)
+    assert controllers.select(["*", "-job"]) == [n for n in controllers.CONTROLLERS if n != "job"]
+    assert controllers.select(["deployment", "replicaset"]) == ["replicaset", "deployment"]
+    args = cli.build_parser().parse_args(["controllers", "--controllers=*,-garbagecollector", "--metrics-addr=0"])
+    assert controllers.select(args.controllers)[-1] == "statefulset"
+    code, out, err = run_main(["controllers", "--controllers=*,-jobs"], capsys)
+    assert code == 2 and out == ""
+    assert err == ("koordinator controllers: error: argument --controllers: unknown controller 'jobs' (known: "
+                   f"{', '.join(controllers.CONTROLLERS)})\n")
+
+
 # -- bad flags: one line, exit 2 ---------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, needles", [
