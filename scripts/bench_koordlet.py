@@ -8,6 +8,9 @@
 - ``hour``: one hour of rounds at 1 s for 100 pods (node, NUMA, pod and container samples with
   explicit timestamps) inserted into a metric cache file, then its size and the process's peak RSS.
 
+Every case runs in a fresh process of its own, so its ``rss_mb`` (peak RSS) is that case's alone,
+not the peak of the cases before it.
+
 Targets (issue 7): < 20 ms CPU per 1 s round at 100 pods, RSS < 120 MB, metric cache size bounded.
 """
 
@@ -15,12 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import resource
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,7 +69,16 @@ class States:
 
 
 def rss_mb() -> float:
+    """This process's peak RSS so far (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a freshly spawned interpreter: ru_maxrss is a process's peak over its whole
+    life, so cases sharing one process would each report the largest case run before them."""
+    # spawn, not fork: a forked child starts with (and counts) the parent's pages.
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def bench_rounds(n_pods: int, rounds: int, workdir: Path) -> dict:
@@ -157,9 +172,9 @@ def main() -> int:
     out: dict = {"rounds": [], "hour": None}
     with tempfile.TemporaryDirectory(prefix="bench-koordlet-") as d:
         for n in (int(x) for x in args.pods.split(",") if x):
-            out["rounds"].append(bench_rounds(n, args.rounds, Path(d)))
+            out["rounds"].append(in_own_process(bench_rounds, n, args.rounds, Path(d)))
         if args.hour_seconds:
-            out["hour"] = bench_hour(100, args.hour_seconds, Path(d))
+            out["hour"] = in_own_process(bench_hour, 100, args.hour_seconds, Path(d))
     print(json.dumps(out, indent=2))
     return 0
 

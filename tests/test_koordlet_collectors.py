@@ -608,6 +608,42 @@ def test_system_usage_outdated_rule(tmp_path):
     assert values(scene.cache, kinds.SYS_NUMA_MEMORY_USAGE, 1012.5, numa_node_id="0") == []
 
 
+def test_system_usage_needs_host_application_usage(tmp_path, caplog):
+    """No host-application figure (its collector failed from the start) means no system usage, not
+    node − pods with the host applications counted as zero."""
+    scene = make_scene(tmp_path, 2, "systemd")
+    apps = scene.states.apps
+
+    def failing_host_applications():
+        raise RuntimeError("NodeSLO unreadable")
+
+    scene.states.host_applications = failing_host_applications
+    scene.advisor.collect_once()
+    second_round(scene)
+    with caplog.at_level(logging.DEBUG, logger="koordinator.koordlet"):
+        scene.advisor.collect_once()
+    # node and pod usage are there, so only the missing host-application input stops the system figure
+    assert one(scene.cache, kinds.NODE_CPU_USAGE, 1002.0) == pytest.approx(NODE_CPU)
+    assert one(scene.cache, kinds.POD_CPU_USAGE, 1002.0, pod_uid=POD_A) == pytest.approx(POD_A_CPU)
+    for metric in (kinds.SYS_CPU_USAGE, kinds.SYS_MEMORY_USAGE):
+        assert values(scene.cache, metric, 1002.0) == [], metric
+    assert values(scene.cache, kinds.SYS_NUMA_MEMORY_USAGE, 1002.0, numa_node_id="0") == []
+    assert values(scene.cache, kinds.SYS_NUMA_CPU_USAGE, 1002.0, numa_node_id="0") == []
+    assert "system" not in scene.advisor.last_round()
+    assert "host-application usage not collected" in caplog.text
+
+    # once the host applications are readable again, their first round is a CPU baseline (sum 0
+    # cores, as Koordinator's collector reports it) and system usage is reported again
+    del scene.states.host_applications
+    assert scene.states.host_applications() == apps
+    scene.clock.now = 1003.0
+    scene.tree.proc_stat(cpu_round([(400, 0, 0, 500, 10, 0, 0), (0, 0, 300, 700, 0, 0, 0),
+                                    (150, 50, 0, 0, 0, 0, 0), (0, 0, 50, 100, 100, 20, 30)]))
+    scene.advisor.collect_once()
+    assert len(values(scene.cache, kinds.SYS_CPU_USAGE, 1003.0)) == 1
+    assert one(scene.cache, kinds.SYS_MEMORY_USAGE, 1003.0) == NODE_MEMORY - POD_A_MEMORY - POD_B_MEMORY
+
+
 def test_node_info_kv(tmp_path):
     scene = make_scene(tmp_path, 1, "systemd")
     scene.advisor.collect_once()

@@ -282,7 +282,18 @@ def _rules(objects: list[Obj], kind: str, name: str) -> list[Obj]:
     return _by_kind_name(objects)[(kind, name)]["rules"]
 
 
-def _allows(rules: list[Obj], group: str, resource: str, verb: str) -> bool:
+def _allows(rules: list[Obj], group: str, resource: str, verb: str, name: str | None = None) -> bool:
+    """Whether a request is allowed as kube's RBAC authorizer decides it: a rule with resourceNames
+    matches only requests for one of those names, and a create (or a list/watch without a
+    metadata.name fieldSelector) has no name, so only a rule without resourceNames allows it.
+    ``name=None`` asks about such a nameless request."""
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
+               and (not r.get("resourceNames") or (name is not None and name in r["resourceNames"]))
+               for r in rules)
+
+
+def _allows_any_name(rules: list[Obj], group: str, resource: str, verb: str) -> bool:
+    """Whether some rule grants ``verb`` on ``resource``, whatever names it is limited to."""
     return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
                for r in rules)
 
@@ -310,17 +321,39 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
             assert _allows(rules, "coordination.k8s.io", "leases", "create")
             lease_rules = [r for r in rules if "leases" in r["resources"] and "update" in r["verbs"]]
             assert lease_rules and all(r.get("resourceNames") == [LEADER_ELECTED[name]] for r in lease_rules)
-            assert _allows(rules, "", "events", "create")
+            # Leader election records no Event; the roles' Events come from the ClusterRole.
+            assert not _allows_any_name(rules, "", "events", "create"), name
         else:
             assert not role_bindings, name
+    for o in _of_kind(objects, "ClusterRole") + _of_kind(objects, "Role"):
+        # koordinator/runtime/events.py writes core/v1 Events only.
+        assert not any("events.k8s.io" in r.get("apiGroups", []) for r in o["rules"]), o["metadata"]["name"]
     # Spot checks of what each role cannot work without, and of what it must not have.
     m = _rules(objects, "ClusterRole", "koord-manager")
     assert _allows(m, "", "nodes/status", "update") and _allows(m, "slo.koordinator.sh", "nodeslos", "create")
-    assert _allows(m, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch")
+    assert _allows(m, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch",
+                   "koordinator-mutating-webhook-configuration")
     assert all(r.get("resourceNames") for r in m if r["apiGroups"] == ["admissionregistration.k8s.io"])
-    assert not _allows(m, "", "secrets", "get"), "webhook certificate Secret: namespaced Role only"
+    assert not _allows_any_name(m, "", "secrets", "get"), "webhook certificate Secret: namespaced Role only"
+    # Nothing in this build writes pods, ElasticQuotas or ElasticQuotaProfiles, or NRTs.
+    assert _allows(m, "", "pods", "watch") and not _allows_any_name(m, "", "pods", "patch")
+    assert _allows(m, "scheduling.sigs.k8s.io", "elasticquotas", "watch")
+    assert not any(_allows_any_name(m, "scheduling.sigs.k8s.io", "elasticquotas", v) for v in ("create", "update", "patch"))
+    assert not any("elasticquotaprofiles" in r["resources"] for r in m)
+    assert not _allows_any_name(m, "topology.node.k8s.io", "noderesourcetopologies", "update")
     m_ns = _rules(objects, "Role", "koord-manager-leader-election")
-    assert [r.get("resourceNames") for r in m_ns if "secrets" in r["resources"]] == [["koordinator-webhook-certs"]]
+    # The webhook certificate Secret: the manager creates it when absent (create cannot be limited by
+    # name, so it is granted on secrets of the namespace); every other verb only on that one Secret.
+    assert _allows(m_ns, "", "secrets", "create")
+    for verb in ("get", "list", "watch", "update", "patch"):
+        assert _allows(m_ns, "", "secrets", verb, "koordinator-webhook-certs"), verb
+        assert not _allows(m_ns, "", "secrets", verb, "another-secret"), verb
+        assert not _allows(m_ns, "", "secrets", verb), f"{verb} on every Secret"
+    assert not _allows_any_name(m_ns, "", "secrets", "delete")
+    # The one ConfigMap the manager reads (informer with a metadata.name fieldSelector).
+    assert _allows(m_ns, "", "configmaps", "watch", "slo-controller-config")
+    assert not _allows(m_ns, "", "configmaps", "get", "koord-scheduler-config")
+    assert not _allows(m_ns, "", "configmaps", "list"), "every ConfigMap of the namespace"
     s = _rules(objects, "ClusterRole", "koord-scheduler")
     for group, resource, verb in [("", "pods/binding", "create"), ("", "pods/status", "patch"),
                                   ("storage.k8s.io", "csinodes", "list"), ("storage.k8s.io", "storageclasses", "list"),
@@ -331,8 +364,13 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
                                   ("scheduling.koordinator.sh", "reservations/status", "update"),
                                   ("scheduling.sigs.k8s.io", "podgroups", "update")]:
         assert _allows(s, group, resource, verb), (resource, verb)
+    s_ns = _rules(objects, "Role", "koord-scheduler-leader-election")
+    assert not _allows_any_name(s_ns, "", "configmaps", "get"), "the scheduler reads no ConfigMap through the API"
     k = _rules(objects, "ClusterRole", "koordlet")
     assert _allows(k, "slo.koordinator.sh", "nodemetrics/status", "update")
+    # Unused by default: the kubelet API (--kubelet-addr), eviction and PVCs (no QoS strategies here).
+    for resource, verb in (("nodes/proxy", "get"), ("pods/eviction", "create"), ("persistentvolumeclaims", "list")):
+        assert not _allows_any_name(k, "", resource, verb), resource
     assert not _allows(k, "slo.koordinator.sh", "nodemetrics", "update"), "koordlet writes NodeMetric status only"
     assert not _allows(k, "", "nodes", "update") and not _allows(k, "", "pods", "delete")
 

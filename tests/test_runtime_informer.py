@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from koordinator.runtime import errors
 from koordinator.runtime.client import Client
 from koordinator.runtime.controller import Controller
 from koordinator.runtime.informer import DeletedFinalStateUnknown, InformerFactory, SharedInformer
+from tests.tcp_proxy import TcpProxy
 from tests.waiting import wait_until
 
 
@@ -282,3 +284,97 @@ def test_resync_replays_the_cache_to_handlers_that_ask(client, namespace):
             informer.add_handler(on_add=print, resync=0.5)
     finally:
         informer.stop()
+
+
+# -- watch deadlines: quiet watches are healthy, silent dead connections are not ----------------
+
+class WatchSpy:
+    """The runtime client, recording ``(timeout_seconds, read_timeout)`` of every watch it opens."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._watches: list[tuple[int, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._watches.append((kwargs["timeout_seconds"], kwargs["read_timeout"]))
+        return self._client.watch(*args, **kwargs)
+
+    def watches(self) -> list[tuple[int, float]]:
+        with self._lock:
+            return list(self._watches)
+
+
+def configmap(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
+
+
+def reflector_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("koordinator.runtime") and r.levelno >= logging.WARNING]
+
+
+def test_watch_read_timeout_outlasts_the_watchs_own_server_timeout(client, namespace):
+    """The default watch (server timeout 5-10 min) waits past its server-side deadline before it
+    calls the connection dead: a read timeout shorter than that cut every quiet watch with a warning."""
+    spy = WatchSpy(client)
+    informer = SharedInformer(spy, "ConfigMap", namespace=namespace)
+    informer.start()
+    try:
+        wait_until(spy.watches, message="the first watch")
+        ((server_timeout, read_timeout),) = spy.watches()[:1]
+        assert 300 <= server_timeout <= 600
+        assert read_timeout > server_timeout
+    finally:
+        informer.stop()
+
+
+def test_quiet_watch_ends_at_its_server_timeout_and_rewatches_without_warning(client, namespace, caplog):
+    caplog.set_level(logging.DEBUG, logger="koordinator.runtime")
+    spy = WatchSpy(client)
+    # Server-side timeouts of 2-3 s: nothing happens in the namespace, so each watch is silent until
+    # the server closes it.
+    informer = SharedInformer(spy, "ConfigMap", namespace=namespace, min_watch_timeout=2)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(10)
+        wait_until(lambda: len(spy.watches()) >= 3, message="two quiet watches ended by the server")
+        assert all(read > server for server, read in spy.watches())
+        assert reflector_warnings(caplog) == []
+        # The re-watches are live: a change made now arrives.
+        client.create(configmap("after-quiet"), namespace=namespace)
+        wait_until(lambda: informer.store.get(f"{namespace}/after-quiet"), message="the change after quiet watches")
+        assert reflector_warnings(caplog) == []
+    finally:
+        informer.stop()
+
+
+def test_silent_dead_connection_is_given_up_and_rewatched(apiserver, client, namespace, tmp_path, caplog):
+    """A partition (no bytes, no close) past the watch's deadline + margin counts as a dead connection:
+    warned once, re-watched from the last resourceVersion once the network is back."""
+    caplog.set_level(logging.DEBUG, logger="koordinator.runtime")
+    proxy = TcpProxy(apiserver.port).start()
+    kubeconfig = tmp_path / "kubeconfig-proxied"
+    kubeconfig.write_text(apiserver.kubeconfig.read_text().replace(apiserver.url, proxy.url))
+    proxied = Client.from_kubeconfig(str(kubeconfig), qps=0)
+    informer = SharedInformer(proxied, "ConfigMap", namespace=namespace, min_watch_timeout=1,
+                              read_timeout_margin=1.0)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(10)
+        proxy.block()
+        client.create(configmap("during-partition"), namespace=namespace)
+        wait_until(lambda: [m for m in reflector_warnings(caplog) if "watch configmaps" in m and "failed" in m],
+                   message="the dead watch connection to be given up")
+        assert informer.store.get(f"{namespace}/during-partition") is None
+        proxy.unblock()
+        wait_until(lambda: informer.store.get(f"{namespace}/during-partition"), timeout=40,
+                   message="the change made during the partition, after it")
+    finally:
+        informer.stop()
+        proxied.close()
+        proxy.stop()

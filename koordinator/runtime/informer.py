@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from koordinator.runtime.kinds import Kind
-from koordinator.runtime.reflector import Reflector, strip_managed_fields
+from koordinator.runtime.reflector import READ_TIMEOUT_MARGIN, Reflector, strip_managed_fields
 from koordinator.runtime.store import IndexFunc, Indexer, namespace_index, node_name_index, object_key
 
 log = logging.getLogger("koordinator.runtime.informer")
@@ -123,7 +123,7 @@ class SharedInformer:
                  label_selector: str | None = None, field_selector: str | None = None,
                  indexers: dict[str, IndexFunc] | None = None,
                  transform: Callable[[Obj], Obj] | None = strip_managed_fields,
-                 read_timeout: float = 70.0, min_watch_timeout: int = 300) -> None:
+                 read_timeout_margin: float = READ_TIMEOUT_MARGIN, min_watch_timeout: int = 300) -> None:
         self.kind = client.kinds.get(kind)
         default_indexers: dict[str, IndexFunc] = {"namespace": namespace_index}
         if self.kind.kind == "Pod" and not self.kind.group:
@@ -131,7 +131,7 @@ class SharedInformer:
         self.store = Indexer({**default_indexers, **(indexers or {})})
         self.reflector = Reflector(client, self.kind, self, namespace=namespace, label_selector=label_selector,
                                    field_selector=field_selector, transform=transform,
-                                   read_timeout=read_timeout, min_watch_timeout=min_watch_timeout)
+                                   read_timeout_margin=read_timeout_margin, min_watch_timeout=min_watch_timeout)
         self._handlers: list[HandlerRegistration] = []
         # Held while the cache changes and handlers are notified, and while a handler is added, so
         # a late handler's initial adds and the live stream neither overlap nor leave a gap.

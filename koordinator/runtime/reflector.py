@@ -2,9 +2,13 @@
 
 - The list is paged (500 a page); it *replaces* what the sink holds, which is how deletions missed
   while disconnected are found.
-- The watch asks for bookmarks and a server timeout drawn from [5, 10] min so clients do not all
-  reconnect at once; a read timeout (70 s: the server sends a bookmark every 60 s) detects a dead
-  connection, which is re-watched from the last resourceVersion without a relist.
+- The watch asks for bookmarks and a server timeout (``timeoutSeconds``) drawn from [5, 10] min so
+  clients do not all reconnect at once. The server ends a healthy watch at that deadline, and a
+  quiet one may carry nothing at all until then (kube-apiserver's periodic bookmarks are not
+  promised, and do not come to every watcher), so the read timeout is sized from the watch's own
+  deadline: ``timeoutSeconds`` + ``read_timeout_margin`` of silence means a dead connection, which
+  is re-watched from the last resourceVersion without a relist (client-go relies on the same
+  deadline). A shorter fixed timeout would cut, and warn about, every healthy quiet watch.
 - 410 Gone relists. Other failures back off exponentially (0.8 s doubling to 30 s, full jitter,
   reset after 2 min of health) and then re-watch, or relist if the list itself failed.
 """
@@ -67,12 +71,22 @@ def strip_managed_fields(obj: Obj) -> Obj:
     return obj
 
 
+#: Silence tolerated past a watch's server-side deadline before its connection counts as dead:
+#: the server's close (and the bookmark it sends ~2 s before) may be late under load or on a slow
+#: network, and that is no failure.
+READ_TIMEOUT_MARGIN = 30.0
+
+
 class Reflector:
-    """Keeps a :class:`Sink` in step with one resource (optionally one namespace and selectors)."""
+    """Keeps a :class:`Sink` in step with one resource (optionally one namespace and selectors).
+
+    ``min_watch_timeout``: each watch asks the server to end it after a random 1-2x this many
+    seconds; ``read_timeout_margin``: how long past that a silent connection is given up as dead.
+    """
 
     def __init__(self, client: Any, kind: Kind, sink: Sink, *, namespace: str | None = None,
                  label_selector: str | None = None, field_selector: str | None = None, page_size: int = 500,
-                 min_watch_timeout: int = 300, read_timeout: float = 70.0,
+                 min_watch_timeout: int = 300, read_timeout_margin: float = READ_TIMEOUT_MARGIN,
                  transform: Callable[[Obj], Obj] | None = strip_managed_fields,
                  backoff: Backoff | None = None) -> None:
         self.client = client
@@ -83,7 +97,7 @@ class Reflector:
         self.field_selector = field_selector
         self.page_size = page_size
         self.min_watch_timeout = min_watch_timeout
-        self.read_timeout = read_timeout
+        self.read_timeout_margin = read_timeout_margin
         self.transform = transform
         self.backoff = backoff or Backoff()
         self.last_sync_resource_version = ""
@@ -155,10 +169,13 @@ class Reflector:
             started = time.monotonic()
             events = 0
             try:
+                # Silence is normal until the server closes the watch at ``timeout``; only silence
+                # beyond it (plus the margin) says the connection died.
                 stream = self.client.watch(
                     self.kind, self.namespace, resource_version=self.last_sync_resource_version,
                     label_selector=self.label_selector, field_selector=self.field_selector,
-                    timeout_seconds=timeout, allow_bookmarks=True, read_timeout=self.read_timeout)
+                    timeout_seconds=timeout, allow_bookmarks=True,
+                    read_timeout=timeout + self.read_timeout_margin)
                 with self._stream_lock:
                     self._stream = stream
                 if stop.is_set():

@@ -6,8 +6,11 @@ Every manager replica runs a :class:`CertManager`. One pass (:meth:`CertManager.
    certificate parse, match their keys, chain, cover the Service's DNS names (and the extra hosts)
    and are not about to expire (CA: 90 days, serving: 30 days); otherwise generate new ones,
    keeping a still-good CA so that the ``caBundle`` does not change needlessly;
-2. write the Secret (create; a replica that lost the race re-reads and adopts the winner's
-   certificates; an update carries the resourceVersion read, a conflict re-reads);
+2. write the Secret (create when absent, as Koordinator's secret cert writer does; a replica that
+   lost the race re-reads and adopts the winner's certificates; an update carries the
+   resourceVersion read, a conflict re-reads). RBAC cannot limit ``create`` by name, so the
+   manager's Role grants it on the namespace's secrets and every other verb on this Secret only
+   (``manifests/rbac/manager.yaml``);
 3. write ``tls.crt``, ``tls.key`` and ``ca.crt`` into the certificate directory atomically, only
    when their content changed (the webhook server re-reads them on the next handshake);
 4. set ``caBundle`` in every webhook of the mutating and validating configurations, when different.

@@ -19,17 +19,17 @@ class SystemResourceCollector(Collector):
         now = ctx.now
         state = ctx.state
         node, pods, apps = state.node, state.pods, state.host_apps
-        if node is None or pods is None:
-            ctx.problems.log.debug("system usage skipped: node or pod usage not collected yet")
+        # A missing host-application figure is not zero: counting it as zero would report the host
+        # applications' usage as system usage (Koordinator skips the round too).
+        if node is None or pods is None or apps is None:
+            ctx.problems.log.debug("system usage skipped: node, pod or host-application usage not collected yet")
             return
-        oldest = min(node.timestamp, pods.timestamp, apps.timestamp if apps is not None else now)
+        oldest = min(node.timestamp, pods.timestamp, apps.timestamp)
         if now - oldest > self.outdated:
             ctx.problems.log.debug("system usage skipped: inputs older than %.0fs", self.outdated)
             return
-        apps_cpu = apps.cpu if apps is not None else 0.0
-        apps_memory = apps.memory if apps is not None else 0.0
-        sys_cpu = max(node.cpu - pods.cpu - apps_cpu, 0.0)
-        sys_memory = max(node.memory - pods.memory - apps_memory, 0.0)
+        sys_cpu = max(node.cpu - pods.cpu - apps.cpu, 0.0)
+        sys_memory = max(node.memory - pods.memory - apps.memory, 0.0)
         ctx.add(kinds.SYS_CPU_USAGE, sys_cpu)
         ctx.add(kinds.SYS_MEMORY_USAGE, sys_memory)
         last = {"cpu": sys_cpu, "memory": sys_memory}

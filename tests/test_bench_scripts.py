@@ -1,0 +1,77 @@
+"""The benchmark scripts report what they measured: ``ok`` is computed from the outcome (false when
+pods stay unbound), the algorithm figure comes from the scheduler's own cycle function, and the
+koordlet bench measures each case in a process of its own. Tiny cases, no timed assertions.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from roles.scheduler.scheduler import Scheduler
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+#: More than half a bench node's 4 CPUs: two nodes take one such pod each, a third stays unbound.
+BIG_POD = {"cpu": "3", "memory": "1Gi"}
+
+
+@pytest.fixture
+def scripts(monkeypatch):
+    """Imports a script of scripts/ by module name (also importable by a spawned child: the child
+    gets the parent's sys.path)."""
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    yield importlib.import_module
+    # bench_algorithm freezes every live object, as the scheduler process does; the rest of the
+    # test session must keep a working cyclic collector.
+    gc.unfreeze()
+
+
+def test_algorithm_ok_only_when_every_pod_is_placed(scripts):
+    bench = scripts("bench_scheduler")
+    placed = bench.bench_algorithm(nodes=2, init_pods=1, pods=3, loadaware=False)
+    assert placed["ok"] is True
+    assert placed["scheduled"] == placed["attempted"] == 3
+
+    crowded = bench.bench_algorithm(nodes=2, init_pods=0, pods=3, loadaware=False, pod_resources=BIG_POD)
+    assert crowded["ok"] is False
+    assert crowded["attempted"] == 3 and crowded["scheduled"] == 2
+
+
+def test_algorithm_runs_the_schedulers_own_cycle(scripts, monkeypatch):
+    """The figure times ``Scheduler.schedule_one`` itself, once per measured pod — not a copy of it."""
+    bench = scripts("bench_scheduler")
+    calls = []
+    real = Scheduler.schedule_one
+
+    def counting(self, qpi):
+        calls.append(qpi.pod_info.name)
+        return real(self, qpi)
+
+    monkeypatch.setattr(Scheduler, "schedule_one", counting)
+    result = bench.bench_algorithm(nodes=3, init_pods=0, pods=4, loadaware=True)
+    assert sorted(calls) == [f"pod-{i}" for i in range(4)]
+    assert result["ok"] is True
+
+
+def test_end_to_end_ok_is_false_when_pods_stay_unbound(scripts, tmp_path):
+    """Two of three pods fit: the bench ends once the third is reported Unschedulable (not at its
+    timeout) and says the run did not bind every pod."""
+    bench = scripts("bench_scheduler")
+    result = bench.bench_end_to_end(nodes=2, init_pods=0, pods=3, loadaware=False, workdir=tmp_path,
+                                    pod_resources=BIG_POD, timeout=120)
+    assert result["stopped"] == "settled"
+    assert (result["bound"], result["unschedulable"]) == (2, 1)
+    assert result["ok"] is False
+    assert "scheduler_log_tail" in result
+
+
+def test_koordlet_cases_run_in_their_own_process(scripts, tmp_path):
+    bench = scripts("bench_koordlet")
+    assert bench.in_own_process(os.getpid) != os.getpid()
+    rounds = bench.in_own_process(bench.bench_rounds, 2, 3, tmp_path)
+    assert rounds["pods"] == 2 and rounds["rss_mb"] > 0
