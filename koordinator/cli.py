@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from koordinator import __version__
-from koordinator.runtime.options import port, positive_int
+from koordinator.runtime.options import RuntimeOptions, port, positive_int
 from roles import ROLE_PACKAGES
 
 # The role names; ``koordinator.runtime.options.ROLES`` is the same tuple. cli imports the runtime only
@@ -155,6 +155,23 @@ def build_role_parser(role: str, module: ModuleType | None = None) -> argparse.A
     return parser
 
 
+def parse_role_options(role: str, argv: list[str], module: ModuleType | None = None, *,
+                       parser: argparse.ArgumentParser | None = None) -> RuntimeOptions[Any]:
+    """``koordinator --role=ROLE ...`` parsed as :func:`run_role` parses it, before ``check_options``.
+
+    The :class:`~koordinator.runtime.options.RuntimeOptions` of the shared flags, with the role's own
+    flags as its ``Options`` in ``role_options`` (see :mod:`roles`). argparse exits on a bad flag; a bad
+    combination raises :class:`~koordinator.runtime.options.OptionsError`.
+    """
+    from koordinator.runtime.options import options_from_argv
+
+    role_type = getattr(module, "Options", None) if module is not None else None
+    if role_type is None and getattr(module, "add_flags", None) is not None:
+        # Its flags would be parsed and then reach nothing: a mistake in the role package.
+        raise TypeError(f"role {role}: add_flags without an Options dataclass to hold the flags")
+    return options_from_argv(parser or build_role_parser(role, module), argv, role, role_type=role_type)
+
+
 def configure_logging(level: str) -> None:
     """Log to stderr at ``level`` (debug|info|warning|error), one line per record."""
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr, force=True)
@@ -173,12 +190,12 @@ def _make_runtime(options: Any) -> Any:
 def run_role(role: str, argv: list[str]) -> int:
     """Parse the role's flags, then register the role on a Runtime and run it until SIGTERM/SIGINT."""
     import roles
-    from koordinator.runtime.options import OptionsError, options_from_argv
+    from koordinator.runtime.options import OptionsError
 
     module = roles.load(role)
     parser = build_role_parser(role, module)
     try:
-        options = options_from_argv(parser, argv, role)
+        options = parse_role_options(role, argv, module, parser=parser)
         check = getattr(module, "check_options", None)
         if check is not None:
             check(options)

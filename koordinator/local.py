@@ -9,13 +9,16 @@ tree — prints the kubeconfig and one status line per component (again whenever
 on Ctrl-C, SIGTERM or SIGHUP stops the roles (SIGTERM, then SIGKILL after ``--shutdown-timeout``), then
 the simulator, then the API server.
 
-Beside the roles it runs ``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods),
+Beside the roles it runs ``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods) and
 installs what ``kubectl apply -k manifests`` installs on a cluster (the default ConfigMaps, colocation
 on, and the koord-* PriorityClasses, from :mod:`koordinator.defaults`; created when absent, never
-overwritten), and runs the scheduler with two profiles, ``koord-scheduler`` and
-``default-scheduler``, so that every pod gets scheduled. ``koordinator local: up`` is printed once
-everything is usable: every child ready, the manager's webhooks served, and a first NodeMetric from
-every simulated node (the koordlets report every :data:`KOORDLET_REPORT_INTERVAL`).
+overwritten). What a role needs beyond that, ``local`` asks the role through the roles contract
+(:mod:`roles`: ``local_setup(context) -> LocalSetup``) and imports no role package itself: the manager
+creates its webhook Service, Endpoints and configurations and gets its webhook port, the scheduler
+writes its two-profile ``--config`` (``koord-scheduler`` and ``default-scheduler``, so that every pod
+gets scheduled), the koordlet runs once per node over the node's tree. ``koordinator local: up`` is
+printed once everything is usable: every child ready (the manager's webhooks served) and every
+role's ready check met (a first NodeMetric from every simulated node).
 
 Layout of the data directory (reused on restart: the nodes are kept, the CRDs refreshed)::
 
@@ -23,7 +26,8 @@ Layout of the data directory (reused on restart: the nodes are kept, the CRDs re
     DIR/state.db        the API server's SQLite database
     DIR/kubeconfig      for kubectl and the roles
     DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
-    DIR/scheduler-config.yaml  the scheduler's --config (rewritten at every start)
+    DIR/scheduler-config.yaml  the scheduler's --config (rewritten at every start by its local setup)
+    DIR/webhook-certs/  the manager's serving certificate
     DIR/logs/NAME.log   each child's stdout and stderr (koordlet-<node>.log per koordlet)
     DIR/nodes/<node>/   each simulated node's proc, sys and cgroup trees (rebuilt on restart)
     DIR/koordlet/<node>/  each koordlet's --run-dir (metric cache, prediction checkpoints)
@@ -51,27 +55,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from koordinator.runtime.options import parse_duration, port
+import roles
+from koordinator.runtime.options import NODE_ROLES, parse_duration, port
+from roles import LocalContext, LocalSetup, SimulatedNode
 
 log = logging.getLogger("koordinator.local")
 
 NODE_PREFIX = "sim-node-"
 SIMULATED_LABEL = "koordinator.sh/simulated-node"
 SYSTEM_NAMESPACE = "koordinator-system"
-NODE_ROLES = ("koordlet", "device-daemon", "runtime-proxy")
-# Node roles that run once per simulated node, over its tree (the others run once, for sim-node-0).
-PER_NODE_ROLES = ("koordlet",)
 SIMULATOR = "simulator"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 CONTROLLERS = "controllers"
-# The koordlets' --report-interval. The NodeMetric spec cannot ask for less than 30 s (the koordlet's
-# floor protects a big cluster's API server from every node writing its status often); a few
-# simulated nodes can afford it, and the demo's batch resources then follow usage within seconds.
-KOORDLET_REPORT_INTERVAL = "5s"
-# The profiles of the scheduler in local: Koordinator's own and kube's, so that pods without a
-# schedulerName are scheduled too (there is no kube-scheduler here).
-SCHEDULER_PROFILES = ("koord-scheduler", "default-scheduler")
-SCHEDULER_CONFIG = "scheduler-config.yaml"
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -398,48 +393,6 @@ def ensure_namespace(client: Any, name: str, labels: dict[str, str] | None = Non
             client.patch("Namespace", name, {"metadata": {"labels": labels}})
 
 
-def ensure_manager_webhooks(client: Any, port: int) -> None:
-    """Route the manager's admission webhooks to 127.0.0.1:``port``, as a cluster routes them to its pods.
-
-    The embedded API server resolves ``koordinator-webhook-service`` through its Endpoints (there
-    is no kube-proxy), so the webhook configurations are the same objects as in ``manifests/``; the
-    manager patches their ``caBundle`` once it has its certificate.
-    """
-    from koordinator.runtime.errors import AlreadyExists
-    from roles.manager import features
-    from roles.manager.webhook_configuration import SERVICE_NAME, SERVICE_NAMESPACE, webhook_configurations
-
-    service = {"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},
-               "spec": {"ports": [{"port": 443, "targetPort": port, "protocol": "TCP"}],
-                        "selector": {"koord-app": "koord-manager"}}}
-    endpoints = {"apiVersion": "v1", "kind": "Endpoints",
-                 "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},
-                 "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"port": port, "protocol": "TCP"}]}]}
-    for obj in (service, endpoints):
-        try:
-            client.create(obj)
-        except AlreadyExists:
-            # A restart picks a new port: point the existing objects at it.
-            current = client.get(obj["kind"], SERVICE_NAME, SERVICE_NAMESPACE)
-            for k in ("spec", "subsets"):
-                if k in obj:
-                    current[k] = obj[k]
-            client.update(current)
-    for config in webhook_configurations(features.GATES):
-        try:
-            client.create(config)
-        except AlreadyExists:
-            current = client.get(config["kind"], config["metadata"]["name"])
-            # Keep the caBundle the manager injected; take everything else from this build.
-            bundles = {w["name"]: w.get("clientConfig", {}).get("caBundle") for w in current.get("webhooks") or []}
-            for w in config["webhooks"]:
-                if bundles.get(w["name"]):
-                    w["clientConfig"]["caBundle"] = bundles[w["name"]]
-            current["webhooks"] = config["webhooks"]
-            client.update(current)
-
-
 def install_defaults(client: Any) -> tuple[list[str], list[str]]:
     """Create each object of :mod:`koordinator.defaults` that does not exist; (created, kept) as ``Kind/name``.
 
@@ -467,34 +420,6 @@ def install_defaults(client: Any) -> tuple[list[str], list[str]]:
         except AlreadyExists:
             kept.append(label)
     return created, kept
-
-
-def scheduler_config(profiles: tuple[str, ...] = SCHEDULER_PROFILES) -> dict[str, Any]:
-    """The scheduler's KubeSchedulerConfiguration in local: one profile per name in ``profiles``, each
-    with the plugins the scheduler uses without ``--config`` (kube's defaults and LoadAwareScheduling)."""
-    from roles.scheduler import config
-
-    return {
-        "apiVersion": config.API_VERSION,
-        "kind": config.KIND,
-        # One scheduler in local: electing a leader would only delay it after an unclean stop (the
-        # dead holder's Lease must expire first).
-        "leaderElection": {"leaderElect": False},
-        "profiles": [config.default_profile(name) for name in profiles],
-    }
-
-
-def write_scheduler_config(path: Path) -> Path:
-    """Write :func:`scheduler_config` as YAML to ``path`` (replacing it atomically); returns ``path``."""
-    import yaml
-
-    text = ("# Written by `koordinator local` at every start: the scheduler's --config. Profiles\n"
-            "# koord-scheduler and default-scheduler (pods without a schedulerName), kube's default plugins\n"
-            "# plus LoadAwareScheduling each.\n" + yaml.safe_dump(scheduler_config(), sort_keys=False))
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
 
 
 def write_crds(directory: Path) -> int:
@@ -571,13 +496,14 @@ class LocalCluster:
         self.node_names: list[str] = []
         self.url = ""
         self.roles: list[_Role] = []
-        self.webhook_port = 0
+        # What each role to start asked for (its package's local_setup; an empty setup without one).
+        self.setups: dict[str, LocalSetup] = {}
         self.lock: Any = None  # the data dir's DataDirLock while we run
         self.up = False
-        self._metrics_reported = False
+        self._checks_met: set[str] = set()  # the roles' ready checks already met (not run again)
         self._not_ready_said = False
         self._started_at = 0.0
-        self._client: Any = None
+        self._client: Any = None  # from _prepare_cluster to the shutdown: the roles' setups and checks use it
         self._stop = threading.Event()
         self._hurry = threading.Event()
         self._serving = threading.Event()
@@ -686,19 +612,15 @@ class LocalCluster:
     def _prepare_cluster(self) -> None:
         from koordinator.runtime.client import Client
 
-        client = Client.from_kubeconfig(str(self.kubeconfig))
-        try:
-            # control-plane: the manager's pod webhooks skip this namespace (manifests/namespace.yaml).
-            ensure_namespace(client, SYSTEM_NAMESPACE, {"control-plane": "koordinator"})
-            # Before the webhook configurations: nothing here may wait for a manager not yet started.
-            created, kept = install_defaults(client)
-            names = ensure_nodes(client, self.config.nodes)
-            if self._runs("manager"):
-                self.webhook_port = free_port()
-                ensure_manager_webhooks(client, self.webhook_port)
-        finally:
-            client.close()
+        self._client = client = Client.from_kubeconfig(str(self.kubeconfig))
+        # control-plane: the manager's pod webhooks skip this namespace (manifests/namespace.yaml).
+        ensure_namespace(client, SYSTEM_NAMESPACE, {"control-plane": "koordinator"})
+        # Before the roles' setups (the manager's webhook configurations): nothing here may wait for a
+        # role not yet started.
+        created, kept = install_defaults(client)
+        names = ensure_nodes(client, self.config.nodes)
         self.node_names = names
+        self._set_up_roles(client)
         configmaps = sum(1 for o in created + kept if o.startswith("ConfigMap/"))
         self.board.set("defaults", "ready", f"{configmaps} ConfigMaps in {SYSTEM_NAMESPACE}, "
                                             f"{len(created) + len(kept) - configmaps} PriorityClasses "
@@ -712,6 +634,10 @@ class LocalCluster:
     @property
     def nodes_dir(self) -> Path:
         return self.data_dir / "nodes"
+
+    def _simulated_node(self, name: str) -> SimulatedNode:
+        tree = self.nodes_dir / name  # the layout of koordinator.sim's NodeTree
+        return SimulatedNode(name, proc_root=tree / "proc", sys_root=tree / "sys", cgroup_root=tree / "cgroup")
 
     def _start_simulator(self) -> None:
         """``koordinator simulate-nodes`` for the simulated nodes; wait (bounded) until their trees exist."""
@@ -754,10 +680,22 @@ class LocalCluster:
                        f"{self.simulator.last_line}  [log: {self.simulator.log_path}]".strip())
         return True
 
-    def _runs(self, role: str) -> bool:
-        import roles
+    def _wanted_roles(self) -> list[str]:
+        return self.config.roles if self.config.roles is not None else list(roles.ROLE_PACKAGES)
 
-        return (self.config.roles is None or role in self.config.roles) and roles.is_implemented(role)
+    def _startable(self, role: str) -> bool:
+        """Whether ``role`` is started: this build has it, and a node role has a node to run on."""
+        return roles.is_implemented(role) and not (role in NODE_ROLES and not self.node_names)
+
+    def _set_up_roles(self, client: Any) -> None:
+        """Ask each role to start what it needs in this cluster (its package's ``local_setup``, see :mod:`roles`)."""
+        starting = tuple(role for role in self._wanted_roles() if self._startable(role))
+        nodes = tuple(self._simulated_node(name) for name in self.node_names)
+        context = LocalContext(client=client, kubeconfig=self.kubeconfig, data_dir=self.data_dir,
+                               namespace=SYSTEM_NAMESPACE, nodes=nodes, roles=starting, free_port=free_port)
+        for role in starting:
+            hook = getattr(roles.load(role), "local_setup", None)
+            self.setups[role] = hook(context) if hook is not None else LocalSetup()
 
     def _start_controllers(self) -> None:
         """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role."""
@@ -766,51 +704,35 @@ class LocalCluster:
         self._start_child(CONTROLLERS, None, [*self.config.command, CONTROLLERS], [])
 
     def _start_roles(self) -> None:
-        import roles
-
-        wanted = self.config.roles if self.config.roles is not None else list(roles.ROLE_PACKAGES)
-        implemented = set(roles.implemented_roles())
-        for role in wanted:
-            if role not in implemented:
+        for role in self._wanted_roles():
+            if not roles.is_implemented(role):
                 self.board.set(role, "not implemented yet")
                 continue
-            if role in NODE_ROLES and not self.node_names:
+            if not self._startable(role):
                 self.board.set(role, "not started", "no simulated node (--nodes 0)")
                 continue
-            if role in PER_NODE_ROLES:
-                for node in self.node_names:
-                    self._start_role(role, node, self.per_node_flags(node))
-            elif role in NODE_ROLES:
-                self._start_role(role, None, ["--node-name", self.node_names[0]])
-            elif role == "scheduler":
-                config = write_scheduler_config(self.data_dir / SCHEDULER_CONFIG)
-                self._start_role(role, None, ["--config", str(config)])
+            setup = self.setups[role]
+            if setup.node_flags is not None:
+                for node, flags in setup.node_flags.items():
+                    self._start_role(role, node, ["--node-name", node, *flags, *setup.flags], setup.env)
+            elif role in NODE_ROLES:  # one instance, on the first node
+                self._start_role(role, None, ["--node-name", self.node_names[0], *setup.flags], setup.env)
             else:
-                self._start_role(role, None, [])
+                self._start_role(role, None, setup.flags, setup.env)
 
-    def per_node_flags(self, node: str) -> list[str]:
-        """A per-node role's flags: its node and that node's simulated tree and run directory."""
-        tree = self.nodes_dir / node
-        return ["--node-name", node, "--proc-root", str(tree / "proc"), "--sys-root", str(tree / "sys"),
-                "--cgroup-root", str(tree / "cgroup"), "--run-dir", str(self.data_dir / "koordlet" / node),
-                "--report-interval", KOORDLET_REPORT_INTERVAL]
+    def _start_role(self, role: str, node: str | None, extra: list[str], env: dict[str, str]) -> None:
+        self._start_child(role, node, [*self.config.command, f"--role={role}"], extra, env)
 
-    def _start_role(self, role: str, node: str | None, extra: list[str]) -> None:
-        self._start_child(role, node, [*self.config.command, f"--role={role}"], extra)
-
-    def _start_child(self, role: str, node: str | None, command: list[str], extra: list[str]) -> None:
+    def _start_child(self, role: str, node: str | None, command: list[str], extra: list[str],
+                     env: dict[str, str] | None = None) -> None:
         name = f"{role}/{node}" if node else role
         metrics = f"127.0.0.1:{free_port()}"
         health = f"127.0.0.1:{free_port()}"
         argv = [*command, "--kubeconfig", str(self.kubeconfig), "--metrics-addr", metrics, "--health-addr", health,
                 "--log-level", self.config.log_level, *extra]
-        env = None
-        if role == "manager":
-            argv += ["--webhook-host", "127.0.0.1", "--webhook-port", str(self.webhook_port),
-                     "--webhook-cert-dir", str(self.data_dir / "webhook-certs")]
-            env = {**os.environ, "POD_NAMESPACE": SYSTEM_NAMESPACE}
         log_name = f"{role}-{node}" if node else role
-        child = ChildProcess(name, argv, self.data_dir / "logs" / f"{log_name}.log", env=env)
+        child = ChildProcess(name, argv, self.data_dir / "logs" / f"{log_name}.log",
+                             env={**os.environ, **env} if env else None)
         child.start()
         entry = _Role(role, child, health, name=name, metrics_addr=metrics)
         self.roles.append(entry)
@@ -834,9 +756,7 @@ class LocalCluster:
                 if self.simulator is not None and (simulator_exited or not self._simulating.is_set()):
                     waiting.append(f"{SIMULATOR} (exited)" if simulator_exited else f"{SIMULATOR} (no node trees)")
                 if not waiting:
-                    reason = self._node_metrics_missing()
-                    if reason:
-                        waiting.append(f"nodemetrics ({reason})")
+                    waiting = self._ready_checks_failing()
                 if not waiting:
                     self.up = True
                     self.board.say(f"koordinator local: up in {time.monotonic() - self._started_at:.1f}s; "
@@ -850,28 +770,23 @@ class LocalCluster:
             if self._stop.wait(interval):
                 return 0
 
-    def _node_metrics_missing(self) -> str | None:
-        """Why a pod may not be schedulable yet: simulated nodes without a first NodeMetric report (while
-        a NodeMetric has no updateTime, LoadAwareScheduling filters its node out as expired). None once
-        every one has reported, or when no koordlet or manager runs to report them."""
-        if self._metrics_reported or not self.node_names or not (self._runs("manager") and self._runs("koordlet")):
-            return None
-        from koordinator.runtime.client import Client
-
-        try:
-            if self._client is None:
-                self._client = Client.from_kubeconfig(str(self.kubeconfig))
-            items = self._client.list("NodeMetric").get("items") or []
-        except Exception as err:  # the API server's death is noticed by the loop; anything else: look again
-            log.debug("listing NodeMetrics failed: %s", err)
-            return f"cannot list NodeMetrics: {err}"
-        reported = {m["metadata"]["name"] for m in items if (m.get("status") or {}).get("updateTime")}
-        missing = [n for n in self.node_names if n not in reported]
-        if missing:
-            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-            return f"no report yet from {shown}"
-        self._metrics_reported = True
-        return None
+    def _ready_checks_failing(self) -> list[str]:
+        """``name (why)`` for each ready check of the roles' setups not met yet (a met one is not run again)."""
+        failing = []
+        for setup in self.setups.values():
+            for name, check in setup.ready_checks.items():
+                if name in self._checks_met:
+                    continue
+                try:
+                    reason = check()
+                except Exception as err:  # a check that fails is not met; the next round looks again
+                    log.debug("ready check %s failed", name, exc_info=True)
+                    reason = str(err) or type(err).__name__
+                if reason:
+                    failing.append(f"{name} ({reason})")
+                else:
+                    self._checks_met.add(name)
+        return failing
 
     def _check_role(self, role: _Role) -> str | None:
         """Probe the role's /readyz and update its status line; None when it is ready, else why not."""

@@ -6,9 +6,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from koordinator.cli import build_role_parser
+from koordinator.cli import parse_role_options
 from koordinator.runtime.client import Client
-from koordinator.runtime.options import options_from_argv
 from koordinator.runtime.runtime import Runtime
 
 
@@ -19,7 +18,7 @@ class InProcessRole:
     def __init__(self, module: ModuleType, role: str, kubeconfig: Path, *flags: str) -> None:
         argv = [f"--role={role}", "--kubeconfig", str(kubeconfig), "--metrics-addr", "0", "--health-addr", "0",
                 "--log-level", "warning", *flags]
-        self.options = options_from_argv(build_role_parser(role, module), argv, role)
+        self.options = parse_role_options(role, argv, module)
         self.client = Client.from_kubeconfig(str(kubeconfig), qps=0)
         self.runtime = Runtime(self.options, client=self.client)
         self.parts: Any = None

@@ -24,7 +24,9 @@ class InProcessScheduler(InProcessRole):
         super().__init__(scheduler_role, "scheduler", kubeconfig, *flags)
         if registry is None:
             scheduler_role.check_options(self.options)
-        config = scheduler_role.load_configuration(self.options.config, registry)
+            config = self.options.role_options.configuration
+        else:
+            config = scheduler_role.load_configuration(self.options.config, registry)
         # The file watcher validates against koord-scheduler's own plugin names: no hot reload with extra plugins.
         self.parts = build(self.runtime, config, config_path=self.options.config if registry is None else None,
                            registry=registry)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from koordinator.apiserver import builtin_validation
+from koordinator.apiserver import validation as builtin_validation
 from koordinator.apiserver.builtin_defaults import DEFAULTERS, apply_defaults, pod_qos_class
 
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from koordinator.apiserver import builtin_defaults, builtin_validation as bv, errors
+from koordinator.apiserver import builtin_defaults, errors
+from koordinator.apiserver import validation as bv
 
 SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "

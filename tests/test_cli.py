@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -206,7 +207,14 @@ def test_roles_helpers():
 
 FAKE_ROLE = '''
 """A stand-in role for the CLI tests."""
+from dataclasses import dataclass
+
 CALLS = []
+
+
+@dataclass
+class Options:
+    greeting: str
 
 
 def add_flags(parser):
@@ -253,7 +261,7 @@ def test_implemented_role_is_registered_and_run(fake_role, monkeypatch, capsys):
     module = sys.modules["roles.descheduler"]
     ((runtime, options),) = module.CALLS
     assert runtime.ran and runtime.options is options
-    assert options.extra == {"greeting": "hi"}
+    assert options.role_options == module.Options(greeting="hi")
     assert options.feature_gates == {"A": True, "B": True}
     assert options.leader_elect is True and options.metrics_addr == "0" and not options.metrics_enabled
     assert options.explicit == {"role", "greeting", "feature_gates", "leader_elect", "metrics_addr"}
@@ -294,6 +302,22 @@ def test_runtime_that_cannot_be_built_is_one_line(fake_role, monkeypatch, capsys
     assert err == "koordinator: error: koord-descheduler: --kubeconfig /nowhere: no such file\n"
 
 
+def test_role_flags_and_options_fields_must_match(fake_role, monkeypatch):
+    """A role's flags reach register only through its Options: a flag with nowhere to go is the role's mistake."""
+    import roles.descheduler as module
+
+    @dataclass
+    class TooFew:
+        pass
+
+    monkeypatch.setattr(module, "Options", TooFew)
+    with pytest.raises(TypeError, match="TooFew has no field for the flag.s. --greeting"):
+        cli.parse_role_options("descheduler", ["--role=descheduler"], module)
+    monkeypatch.delattr(module, "Options")
+    with pytest.raises(TypeError, match="role descheduler: add_flags without an Options dataclass"):
+        cli.parse_role_options("descheduler", ["--role=descheduler"], module)
+
+
 WRAPPER = textwrap.dedent('''
     import sys
     import roles
@@ -304,6 +328,11 @@ WRAPPER = textwrap.dedent('''
 
 REAL_ROLE = '''
 import os, threading
+from dataclasses import dataclass
+
+@dataclass
+class Options:
+    marker: str
 
 def add_flags(parser):
     parser.add_argument("--marker", required=True, help="file written once the runnable runs")
@@ -313,7 +342,7 @@ def register(runtime, options):
     runtime.add_ready_check("fake-work", lambda: None if gate.is_set() else "not started")
 
     def work(stop):
-        with open(options.extra["marker"], "w") as f:
+        with open(options.role_options.marker, "w") as f:
             f.write(options.component)
         gate.set()
         stop.wait()

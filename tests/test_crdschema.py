@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from koordinator.apiserver.crdschema import StructuralSchema, _go_float, _go_json, check_crd_schema
+from koordinator.apis.crdschema import StructuralSchema, _go_float, _go_json, check_crd_schema
 
 SCHEMA_PATH = "spec.versions[0].schema.openAPIV3Schema"
 

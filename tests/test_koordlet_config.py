@@ -14,7 +14,7 @@ import yaml
 import roles.koordlet as koordlet
 from koordinator import cli
 from koordinator.apis import schemas
-from koordinator.runtime.options import add_shared_flags, options_from_argv
+from koordinator.runtime.options import add_shared_flags
 from roles.koordlet import config
 from roles.koordlet.metriccache import kinds
 from tests.koordlet_harness import InProcessKoordlet, Simulator
@@ -28,7 +28,7 @@ MiB = 1 << 20
 def options_for(*flags: str):
     """The options ``koordinator --role=koordlet --node-name=n1 FLAGS`` parses to (before check_options)."""
     argv = ["--role=koordlet", "--node-name=n1", *flags]
-    return options_from_argv(cli.build_role_parser("koordlet", koordlet), argv, "koordlet")
+    return cli.parse_role_options("koordlet", argv, koordlet)
 
 
 def host_tree(root: Path) -> dict[str, Path]:
@@ -58,17 +58,17 @@ def test_a_file_sets_the_flags_it_has_keys_for(tmp_path):
         "addr": ":19316", "kubeApiQps": 7.5, "kubeApiBurst": 9})
     options = options_for(f"--config={path}")
     koordlet.check_options(options)
-    extra = options.extra
-    assert (extra["proc_root"], extra["sys_root"], extra["cgroup_root"]) == (
+    own = options.role_options
+    assert (own.proc_root, own.sys_root, own.cgroup_root) == (
         str(tree["proc"]), str(tree["sys"]), str(tree["cgroup"]))
-    assert extra["run_dir"] == str(tmp_path / "metrics")
-    assert extra["tsdb_max_bytes"] == 50 * MiB and extra["tsdb_retention_duration"] == 5400.0
-    assert extra["kubelet_sync_interval"] == 5.0 and extra["collect_res_used_interval"] == 0.5
-    assert extra["enable_node_metric_report"] is False
-    assert extra["prediction_safety_margin_percent"] == 20 and extra["prediction_model_checkpoint_max_per_step"] == 3
+    assert own.run_dir == str(tmp_path / "metrics")
+    assert own.tsdb_max_bytes == 50 * MiB and own.tsdb_retention_duration == 5400.0
+    assert own.kubelet_sync_interval == 5.0 and own.collect_res_used_interval == 0.5
+    assert own.enable_node_metric_report is False
+    assert own.prediction_safety_margin_percent == 20 and own.prediction_model_checkpoint_max_per_step == 3
     assert (options.metrics_addr, options.kube_api_qps, options.kube_api_burst) == (":19316", 7.5, 9)
     # Keys the document does not have keep the flags' defaults (not the schema's, which are the Go koordlet's).
-    assert extra["prediction_checkpoint_filepath"] == "" and extra["kubelet_sync_timeout"] == 3.0
+    assert own.prediction_checkpoint_filepath == "" and own.kubelet_sync_timeout == 3.0
 
 
 def test_the_command_line_wins_also_with_the_default_value(tmp_path):
@@ -80,10 +80,10 @@ def test_the_command_line_wins_also_with_the_default_value(tmp_path):
     options = options_for(f"--config={path}", f"--cgroup-root-dir={tree['cgroup']}", "--kubelet-sync-interval=10s",
                           "--metrics-addr=0")
     koordlet.check_options(options)
-    assert options.extra["cgroup_root"] == str(tree["cgroup"])
-    assert options.extra["kubelet_sync_interval"] == 10.0
+    assert options.role_options.cgroup_root == str(tree["cgroup"])
+    assert options.role_options.kubelet_sync_interval == 10.0
     assert options.metrics_addr == "0"
-    assert options.extra["tsdb_max_bytes"] == 50 * MiB  # no flag given: the file's
+    assert options.role_options.tsdb_max_bytes == 50 * MiB  # no flag given: the file's
 
 
 def test_feature_gates_merge_gate_by_gate(tmp_path):
@@ -106,7 +106,7 @@ def test_a_mounted_configmap_directory(tmp_path):
         os.symlink(f"..data/{key}", volume / key)
     options = options_for(f"--config={volume}")
     koordlet.check_options(options)
-    assert options.extra["kubelet_sync_timeout"] == 7.0
+    assert options.role_options.kubelet_sync_timeout == 7.0
     cfg = config.load(str(volume))
     assert cfg.file == str(volume / "koordlet-config")
     assert config.unused_keys(cfg) == ["enablePprof", "qos-plugin-extra-configs"]
@@ -220,15 +220,15 @@ def test_the_shipped_configmap_validates_and_maps_onto_the_daemonset(tmp_path):
     args = [a.replace("$(NODE_NAME)", "n1") for a in container["args"]]
     assert "--config=/etc/koordinator/config/koordlet-config" in args
     args = [f"--config={volume / 'koordlet-config'}" if a.startswith("--config=") else a for a in args]
-    options = options_from_argv(cli.build_role_parser("koordlet", koordlet), args, "koordlet")
+    options = cli.parse_role_options("koordlet", args, koordlet)
     # The DaemonSet passes no flag the document sets: it would silently shadow the key.
     assert not options.explicit & set(config.FLAGS.values()), shlex.join(args)
     cfg = config.load(str(volume / "koordlet-config"))
     config.apply(cfg, options)  # the host paths do not exist here: map only, no check_options
-    extra = options.extra
-    assert (extra["cgroup_root"], extra["sys_root"], extra["proc_root"]) == ("/host-cgroup/", "/host-sys/", "/proc/")
-    assert extra["run_dir"] == "/metric-data/" and extra["prediction_checkpoint_filepath"] == "/prediction-checkpoints"
-    assert extra["tsdb_max_bytes"] == 100 * MiB and extra["tsdb_retention_duration"] == 12 * 3600
+    own = options.role_options
+    assert (own.cgroup_root, own.sys_root, own.proc_root) == ("/host-cgroup/", "/host-sys/", "/proc/")
+    assert own.run_dir == "/metric-data/" and own.prediction_checkpoint_filepath == "/prediction-checkpoints"
+    assert own.tsdb_max_bytes == 100 * MiB and own.tsdb_retention_duration == 12 * 3600
     assert options.metrics_addr == ":9316" and options.feature_gates == {"Accelerators": True}
     assert "runtimeHooksAddr" in config.unused_keys(cfg)
 
@@ -264,7 +264,7 @@ def test_a_koordlet_reads_the_simulated_node_named_in_its_config(fresh_crd_serve
                                                and "restart the koordlet" in r.getMessage()), None),
                                  timeout=10, message="a warning that the change needs a restart")
             assert "changed=kubeletSyncInterval" in warning.getMessage()
-            assert koordlet_.options.extra["kubelet_sync_interval"] == 10.0
+            assert koordlet_.options.role_options.kubelet_sync_interval == 10.0
     finally:
         if koordlet_ is not None:
             koordlet_.stop()

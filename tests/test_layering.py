@@ -66,6 +66,7 @@ def test_a_violation_of_each_contract_fails(tmp_path):
     _append(root / "roles" / "manager" / "__init__.py", "import roles.scheduler  # violation")
     _append(root / "roles" / "scheduler" / "__init__.py", "")
     _append(root / "koordinator" / "local.py", "import urllib3  # violation")
+    _append(root / "koordinator" / "local.py", "import roles.manager.local  # violation: local asks roles through the contract")
     _append(root / "roles" / "scheduler" / "client.py", "import http.client  # violation")
     _append(root / "koordinator" / "apiserver" / "store.py", "from koordinator.runtime import errors  # violation")
     proc = lint_imports(root)
@@ -74,6 +75,77 @@ def test_a_violation_of_each_contract_fails(tmp_path):
     assert "koordinator.runtime.options -> roles.manager" in out
     assert "roles.manager -> roles.scheduler" in out
     assert "koordinator.local -> urllib3" in out
+    assert "koordinator.local -> roles.manager.local" in out
     assert "roles.scheduler.client -> http" in out
     assert "koordinator.apiserver.store -> koordinator.runtime.errors" in out
     assert "Contracts: 0 kept" not in out  # the untouched contract still passes
+
+
+def test_a_scheduler_plugin_importing_another_plugin_fails(tmp_path):
+    root = _copy(tmp_path)
+    plugins = root / "roles" / "scheduler" / "plugins"
+    _append(plugins / "imagelocality.py", "from roles.scheduler.plugins.nodeaffinity import NodeAffinity  # violation")
+    _append(plugins / "nodename.py", "from roles.scheduler.plugins.helper.normalize import default_normalize_score")
+    proc = lint_imports(root)
+    out = " ".join((proc.stdout + proc.stderr).split())  # lint-imports wraps long lines
+    assert proc.returncode != 0, out
+    assert "roles.scheduler.plugins.imagelocality -> roles.scheduler.plugins.nodeaffinity" in out
+    assert "roles.scheduler.plugins.nodename ->" not in out  # the shared helpers are allowed
+
+
+def _import_circles(graph, package: str) -> list[list[str]]:
+    """The import circles (strongly connected components of two or more modules) among ``package``'s modules."""
+    modules = sorted({package} | graph.find_descendants(package))
+    edges = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i in modules) for m in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(m: str) -> None:  # Tarjan's algorithm
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        on_stack.add(m)
+        for n in edges[m]:
+            if n not in index:
+                visit(n)
+                low[m] = min(low[m], low[n])
+            elif n in on_stack:
+                low[m] = min(low[m], index[n])
+        if low[m] == index[m]:
+            component = []
+            while True:
+                n = stack.pop()
+                on_stack.discard(n)
+                component.append(n)
+                if n == m:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for m in modules:
+        if m not in index:
+            visit(m)
+    return circles
+
+
+def test_the_api_server_modules_import_no_circle():
+    # Module by module, imports under TYPE_CHECKING included: a helper that needs the server
+    # depends on writer.ObjectWriter, never on app.ApiServer.
+    import grimp
+
+    graph = grimp.build_graph("koordinator", cache_dir=None)
+    assert _import_circles(graph, "koordinator.apiserver") == []
+    importers = graph.find_modules_that_directly_import("koordinator.apiserver.app")
+    assert importers <= {"koordinator.apiserver.server"}, importers
+
+
+def test_an_import_circle_in_the_api_server_fails(tmp_path):
+    root = _copy(tmp_path)
+    _append(root / "koordinator" / "apiserver" / "pods.py", "from koordinator.apiserver import app  # violation")
+    proc = lint_imports(root)
+    out = " ".join((proc.stdout + proc.stderr).split())  # lint-imports wraps long lines
+    assert proc.returncode != 0, out
+    assert "No cycles are allowed in koordinator.apiserver" in out
+    assert "koordinator.apiserver.pods -> koordinator.apiserver.app" in out

@@ -25,6 +25,7 @@ import roles
 from koordinator import defaults, local
 from koordinator.local import ChildProcess, LocalCluster, LocalConfig, stop_children
 from koordinator.runtime.client import Client
+from roles.koordlet.local import REPORT_INTERVAL
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -475,10 +476,11 @@ def test_local_defaults_are_the_manifests():
 
 def test_the_scheduler_config_serves_both_names_with_the_default_plugins():
     from roles.scheduler import config as cfg
+    from roles.scheduler.local import scheduler_config
     from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
     kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
-    parsed = cfg.parse(local.scheduler_config(), **kwargs)
+    parsed = cfg.parse(scheduler_config(), **kwargs)
     default = cfg.default_configuration(**kwargs).profiles[0]
     assert [p.scheduler_name for p in parsed.profiles] == ["koord-scheduler", "default-scheduler"]
     assert parsed.leader_election["leaderElect"] is False
@@ -731,6 +733,15 @@ def test_local_runs_an_implemented_role_and_stops_it_before_the_apiserver(tmp_pa
 
 FAKE_KOORDLET = """
     import os
+    from dataclasses import dataclass
+
+    @dataclass
+    class Options:
+        proc_root: str
+        sys_root: str
+        cgroup_root: str
+        run_dir: str
+        report_interval: str
 
     def add_flags(parser):
         for flag in ("--proc-root", "--sys-root", "--cgroup-root", "--run-dir", "--report-interval"):
@@ -738,24 +749,24 @@ FAKE_KOORDLET = """
 
     def register(runtime, options):
         # The simulator's tree exists before any koordlet starts.
-        stat = os.path.join(options.extra["proc_root"], "stat")
+        own = options.role_options
+        stat = os.path.join(own.proc_root, "stat")
         assert os.path.isfile(stat), stat
-        assert os.path.isdir(os.path.join(options.extra["cgroup_root"], "cpuacct", "kubepods")), options.extra
-        assert os.path.isdir(os.path.join(options.extra["sys_root"], "devices", "system", "cpu"))
+        assert os.path.isdir(os.path.join(own.cgroup_root, "cpuacct", "kubepods")), own
+        assert os.path.isdir(os.path.join(own.sys_root, "devices", "system", "cpu"))
         runtime.add_runnable("idle", lambda stop: stop.wait())
 """
 
 
-def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path, monkeypatch):
+def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path):
     """The simulator starts before the roles; each koordlet gets its node's tree and run directory, and a
     status line of its own; the pods of a simulated node become Running."""
     pytest.importorskip("koordinator.runtime.runtime")
     fake = tmp_path / "fake_roles" / "koordlet"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text(textwrap.dedent(FAKE_KOORDLET))
-    # Ahead of the real package (written in parallel): this test is about local's wiring only.
-    monkeypatch.setattr(roles, "__path__", [str(tmp_path / "fake_roles"), *roles.__path__])
-    monkeypatch.delitem(sys.modules, "roles.koordlet", raising=False)
+    # In the children, ahead of the real package: this test is about local's wiring only (local itself
+    # asks the real package's local_setup which flags each koordlet gets).
     wrapper = ("import sys, roles; roles.__path__.insert(0, sys.argv.pop(1)); "
                "from koordinator.cli import main; sys.exit(main(sys.argv[1:]))")
     out = io.StringIO()
@@ -782,7 +793,7 @@ def test_local_runs_one_koordlet_per_simulated_node_over_its_tree(tmp_path, monk
             tree = data / "nodes" / node
             assert "--role=koordlet" in cmd
             assert (f"--proc-root {tree / 'proc'} --sys-root {tree / 'sys'} --cgroup-root {tree / 'cgroup'} "
-                    f"--run-dir {data / 'koordlet' / node} --report-interval {local.KOORDLET_REPORT_INTERVAL}") in cmd
+                    f"--run-dir {data / 'koordlet' / node} --report-interval {REPORT_INTERVAL}") in cmd
             assert (data / "logs" / f"koordlet-{node}.log").is_file()
             assert (tree / "cgroup" / "cpuacct" / "kubepods").is_dir()  # v1, cgroupfs as asked
         sim = next(cmd for _, cmd in processes_mentioning(str(data)) if "simulate-nodes" in cmd)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from roles.scheduler.cache import SchedulerCache
-from roles.scheduler.framework.classmemo import ClassMemo
+from roles.scheduler.framework.rowmemo import ClassMemo
 from roles.scheduler.framework.snapshot import Snapshot
 from roles.scheduler.framework.status import CycleState
 from roles.scheduler.framework.types import NodeInfo, PodInfo

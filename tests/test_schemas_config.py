@@ -10,7 +10,7 @@ import yaml
 
 from koordinator.apis import schemas
 from koordinator.apis.config_documents import documents_of, validate_configmap, validate_document
-from koordinator.apiserver.crdschema import check_crd_schema
+from koordinator.apis.crdschema import check_crd_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT.parent / "shared" / "examples" / "koordinator"

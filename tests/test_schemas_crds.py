@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from koordinator.apis import schemas
-from koordinator.apiserver.crdschema import check_crd_schema
+from koordinator.apis.crdschema import check_crd_schema
 from tests.apiserver_process import ApiServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,8 +34,8 @@ from typing import Any, Iterable
 import yaml
 
 from koordinator.apis import quantity
-# The API server's engine, so this module and the server can never disagree on a verdict.
-from koordinator.apiserver.crdschema import StructuralSchema
+# The engine the API server uses too, so this module and the server can never disagree on a verdict.
+from koordinator.apis.crdschema import StructuralSchema
 
 Obj = dict[str, Any]
 

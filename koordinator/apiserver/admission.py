@@ -75,7 +75,7 @@ def resolve_pod_priority(store: Store, pod: Obj) -> None:
 
 
 def check_priority_class(store: Store, pc: Obj) -> None:
-    """Only one PriorityClass may be the global default (field rules are in builtin_validation)."""
+    """Only one PriorityClass may be the global default (field rules are in validation.scheduling)."""
     name = pc["metadata"].get("name", "")
     if not pc.get("globalDefault"):
         return

@@ -11,15 +11,15 @@ are not removed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from koordinator.apiserver import errors, patch
+from koordinator.apiserver.encoding import served
+from koordinator.apiserver.http import Request
 from koordinator.apiserver.objects import now_rfc3339
-
-if TYPE_CHECKING:
-    from koordinator.apiserver.app import ApiServer, Route
-    from koordinator.apiserver.http import Request
-    from koordinator.apiserver.resources import ResourceType
+from koordinator.apiserver.resources import ResourceType
+from koordinator.apiserver.routes import Route
+from koordinator.apiserver.writer import ObjectWriter, Steps
 
 Obj = dict[str, Any]
 
@@ -43,8 +43,12 @@ def _managed_entry(manager: str, api_version: str, applied: Obj, subresource: st
     return entry
 
 
-def server_side_apply(app: "ApiServer", req: "Request", rt: "ResourceType", route: "Route", key: str,
-                      applied: Any) -> tuple[int, Any, list[str]]:
+def server_side_apply(writer: ObjectWriter, req: Request, rt: ResourceType, route: Route, key: str,
+                      applied: Any, admit: bool) -> Steps:
+    """Steps of applying ``applied`` to the object at ``key``: a create when absent, else a merge.
+
+    ``admit``: the create or update calls admission webhooks (a client's request).
+    """
     manager = req.query.get("fieldManager")
     if not manager:
         raise errors.bad_request("PATCH, application/apply-patch+yaml requests require fieldManager to be set")
@@ -54,15 +58,15 @@ def server_side_apply(app: "ApiServer", req: "Request", rt: "ResourceType", rout
     if md.get("name") and md["name"] != route.name:
         raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL "
                                  f"({route.name})")
-    entry = app.store.get(rt.storage_key, key)
+    entry = writer.store.get(rt.storage_key, key)
     managed = _managed_entry(manager, rt.api_version, applied, route.sub)
     if entry is None:
         if route.sub:
             raise errors.not_found(rt.plural, route.name or "", rt.group)
         obj = {**applied, "metadata": {**md, "name": route.name}}
         obj["metadata"]["managedFields"] = [managed]
-        return app.create_object(rt, route.namespace, obj, req.query)
-    old = app.served(rt, entry)
+        return (yield from writer.create_steps(rt, route.namespace, obj, req.query, admit=admit))
+    old = served(rt, entry)
     clean = {**applied, "metadata": {k: v for k, v in md.items() if k not in ("managedFields", "resourceVersion")}}
     if rt.builtin:
         merged = patch.apply_strategic_merge_patch(old, clean, rt.group, rt.kind)
@@ -72,4 +76,4 @@ def server_side_apply(app: "ApiServer", req: "Request", rt: "ResourceType", rout
               if not (m.get("manager") == manager and m.get("operation") == "Apply"
                       and m.get("subresource") == managed.get("subresource"))]
     merged["metadata"]["managedFields"] = fields + [managed]
-    return app._apply_update(rt, entry, old, merged, route.sub, req.query)
+    return (yield from writer.update_steps(rt, entry, old, merged, route.sub, req.query, admit=admit))

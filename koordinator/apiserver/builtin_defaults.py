@@ -8,7 +8,7 @@ admission tolerations, a Namespace's ``kubernetes`` finalizer and ``Active`` pha
 
 It also canonicalises resource quantities (``0.5`` -> ``"500m"``), since the server stores
 ``Quantity.String()``, never the text it was sent. Quantities that do not parse are left
-alone: ``builtin_validation.check_metadata_types`` rejects them before this runs.
+alone: ``validation.check_metadata_types`` rejects them before this runs.
 
 Create-only behaviour is keyed off ``metadata.resourceVersion`` (absent on create, required
 on update) unless the caller says which it is with ``create=``.

@@ -9,15 +9,13 @@ schema; deleting the CRD deletes every object of it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from koordinator.apiserver import errors
-from koordinator.apiserver.crdschema import StructuralSchema, check_crd_schema
+from koordinator.apis.crdschema import StructuralSchema, check_crd_schema
 from koordinator.apiserver.objects import now_rfc3339
-from koordinator.apiserver.resources import ResourceType, jsonpath_fields
-
-if TYPE_CHECKING:
-    from koordinator.apiserver.app import ApiServer
+from koordinator.apiserver.resources import Registry, ResourceType, jsonpath_fields
+from koordinator.apiserver.store import Store
 
 Obj = dict[str, Any]
 CRD_STORAGE = "apiextensions.k8s.io/customresourcedefinitions"
@@ -53,6 +51,11 @@ class CustomResource:
         status_sub = "status" in (self._version(version).get("subresources") or {})
         return schema.process(obj, status_subresource=status_sub)
 
+    def unknown_fields(self, version: str, part: Obj) -> list[str]:
+        """Paths of the fields in ``part`` (some top-level fields of an object) the schema does not know."""
+        schema = self.schema(version)
+        return schema.process(part).unknown_fields if schema is not None else []
+
     def printer_columns(self, version: str) -> list[Obj] | None:
         return self._version(version).get("additionalPrinterColumns")
 
@@ -65,11 +68,12 @@ class CustomResource:
 class CrdManager:
     """Keeps the server's registry in step with the stored CRDs."""
 
-    def __init__(self, app: "ApiServer") -> None:
-        self.app = app
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
 
     def load_stored(self) -> None:
-        for entry in list(self.app.store.items(CRD_STORAGE).values()):
+        for entry in list(self.store.items(CRD_STORAGE).values()):
             self.register(entry.obj())
 
     def validate(self, crd: Obj, old: Obj | None) -> list[dict[str, str]]:
@@ -93,7 +97,7 @@ class CrdManager:
             causes.append(errors.required("spec.names.kind"))
         name = crd["metadata"].get("name", "")
         if plural and group and name != f"{plural}.{group}":
-            causes.append(errors.invalid_value("metadata.name", name, f"must be spec.names.plural+\".\"+spec.group"))
+            causes.append(errors.invalid_value("metadata.name", name, "must be spec.names.plural+\".\"+spec.group"))
         scope = spec.get("scope")
         if scope not in ("Namespaced", "Cluster"):
             causes.append(errors.not_supported("spec.scope", scope, ["Cluster", "Namespaced"]) if scope
@@ -118,9 +122,9 @@ class CrdManager:
                                               "schemas are required"))
             else:
                 causes += check_crd_schema(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
-        if group and plural and self.app.registry.get(group, (versions[0] or {}).get("name", "") if versions else "",
+        if group and plural and self.registry.get(group, (versions[0] or {}).get("name", "") if versions else "",
                                                       plural) is not None:
-            existing = self.app.registry.get(group, versions[0].get("name", ""), plural)
+            existing = self.registry.get(group, versions[0].get("name", ""), plural)
             if existing is not None and existing.builtin:
                 causes.append(errors.invalid_value("metadata.name", name, "conflicts with a built-in resource"))
         if old is not None:
@@ -156,7 +160,7 @@ class CrdManager:
         spec = crd["spec"]
         names = spec["names"]
         group, plural = spec["group"], names["plural"]
-        self.app.registry.remove_group_resource(group, plural)
+        self.registry.remove_group_resource(group, plural)
         custom = CustomResource(crd)
         for v in spec["versions"]:
             if not v.get("served", True):
@@ -171,16 +175,16 @@ class CrdManager:
                 extra_fields=jsonpath_fields(selectable) if selectable else None, crd=custom,
                 list_kind=names.get("listKind", names["kind"] + "List"),
             )
-            self.app.registry.add(rt)
+            self.registry.add(rt)
         storage_key = f"{group}/{plural}"
-        types = self.app.registry.versions_of(storage_key)
+        types = self.registry.versions_of(storage_key)
         if types:
-            self.app.store.register(storage_key, types[0].selectable_fields)
+            self.store.register(storage_key, types[0].selectable_fields)
 
     def removed(self, crd: Obj) -> None:
         """The CRD is gone: so are its objects and its kinds."""
         spec = crd["spec"]
         storage_key = f"{spec['group']}/{spec['names']['plural']}"
-        for key in list(self.app.store.items(storage_key)):
-            self.app.store.remove(storage_key, key)
-        self.app.registry.remove_group_resource(spec["group"], spec["names"]["plural"])
+        for key in list(self.store.items(storage_key)):
+            self.store.remove(storage_key, key)
+        self.registry.remove_group_resource(spec["group"], spec["names"]["plural"])

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Re-exported: the server's modules build causes through this module.
+from koordinator.apis.field_causes import cause, required  # noqa: F401
+
 
 class StatusError(Exception):
     """A failure answered as a Kubernetes Status object."""
@@ -41,15 +44,6 @@ class StatusError(Exception):
         if self.details:
             status["details"] = self.details
         return status
-
-
-def cause(reason: str, field: str, message: str) -> dict[str, str]:
-    """One ``details.causes`` entry: ``message`` is what follows ``<field>: `` in the text."""
-    return {"reason": reason, "message": message, "field": field}
-
-
-def required(field: str, detail: str = "") -> dict[str, str]:
-    return cause("FieldValueRequired", field, "Required value" + (f": {detail}" if detail else ""))
 
 
 def invalid_value(field: str, value: Any, detail: str) -> dict[str, str]:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from koordinator.apiserver import errors
 from koordinator.apiserver.http import Response
 from koordinator.apiserver.objects import condition, now_rfc3339, set_condition
 from koordinator.apiserver.resources import ResourceType
 from koordinator.apiserver.store import Entry
+from koordinator.apiserver.writer import ObjectWriter
 from koordinator.apis.selectors import label_selector_from_dict
-
-if TYPE_CHECKING:
-    from koordinator.apiserver.app import ApiServer
 
 Obj = dict[str, Any]
 PDB_STORAGE = "policy/poddisruptionbudgets"
@@ -47,24 +45,24 @@ def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
 class PodSubresources:
     """Binding, eviction and the derived PDB status, on behalf of the API server."""
 
-    def __init__(self, app: "ApiServer") -> None:
-        self.app = app
+    def __init__(self, writer: ObjectWriter) -> None:
+        self.writer = writer
         self._dirty_namespaces: set[str] = set()
 
     @property
     def _pods(self) -> ResourceType:
-        return self.app.registry.get("", "v1", "pods")
+        return self.writer.registry.get("", "v1", "pods")
 
     @property
     def _pdbs(self) -> ResourceType:
-        return self.app.registry.get("policy", "v1", "poddisruptionbudgets")
+        return self.writer.registry.get("policy", "v1", "poddisruptionbudgets")
 
     # -- binding ---------------------------------------------------------------
 
     def bind(self, namespace: str, name: str, body: Any, query: dict[str, str]) -> Response:
         if not isinstance(body, dict) or not isinstance(body.get("target"), dict) or not body["target"].get("name"):
             raise errors.invalid("Binding", "", name, [errors.required("target.name")])
-        entry = self.app._get(self._pods, f"{namespace}/{name}", name)
+        entry = self.writer.get(self._pods, f"{namespace}/{name}", name)
         pod = entry.obj()
         md = pod["metadata"]
         want_uid = (body.get("metadata") or {}).get("uid")
@@ -88,7 +86,7 @@ class PodSubresources:
             md.setdefault("annotations", {}).update(annotations)
         set_condition(pod, {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                             "lastTransitionTime": now_rfc3339()})
-        self.app.put(self._pods, pod)
+        self.writer.put(self._pods, pod)
         return _success()
 
     # -- eviction --------------------------------------------------------------
@@ -97,14 +95,14 @@ class PodSubresources:
         if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction":
             raise errors.bad_request("the body of a pods/eviction request must be a policy/v1 Eviction")
         options = body.get("deleteOptions") or {}
-        entry = self.app._get(self._pods, f"{namespace}/{name}", name)
+        entry = self.writer.get(self._pods, f"{namespace}/{name}", name)
         pod = entry.obj()
         phase = (pod.get("status") or {}).get("phase")
         dry_run = query.get("dryRun") == "All" or options.get("dryRun") == ["All"]
         if phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp"):
             return self._delete(entry, name, options, dry_run)
         labels = pod["metadata"].get("labels") or {}
-        budgets = [e for e in self.app.store.items(PDB_STORAGE).values()
+        budgets = [e for e in self.writer.store.items(PDB_STORAGE).values()
                    if e.fields.get("metadata.namespace") == namespace
                    and label_selector_from_dict((e.obj().get("spec") or {}).get("selector"),
                                                 nil_matches_nothing=True).matches(labels)]
@@ -137,20 +135,20 @@ class PodSubresources:
         status["disruptionsAllowed"] = status["disruptionsAllowed"] - 1
         status["disruptedPods"] = {**(status.get("disruptedPods") or {}), name: now_rfc3339()}
         pdb["status"] = status
-        self.app.put(self._pdbs, pdb)
+        self.writer.put(self._pdbs, pdb)
         return self._delete(entry, name, options, dry_run)
 
     def _delete(self, entry: Entry, name: str, options: Obj, dry_run: bool) -> Response:
         if dry_run:
             return _success()
-        self.app.delete_object(self._pods, entry.key, name, options, {})
+        self.writer.delete_object(self._pods, entry.key, name, options, {})
         return _success()
 
     # -- graceful deletion -----------------------------------------------------
 
     def deletion_grace(self, pod: Obj, requested: Any) -> int:
         """Seconds a delete waits for a kubelet: always 0 unless the server runs with graceful pod deletion."""
-        if self.app.options.pod_deletion != "graceful":
+        if self.writer.options.pod_deletion != "graceful":
             return 0
         phase = (pod.get("status") or {}).get("phase")
         if not (pod.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
@@ -172,22 +170,24 @@ class PodSubresources:
         """Note a write that may change some budget's status; recomputed before the commit."""
         if rt.group == "" and rt.plural == "pods" or rt.group == "policy" and rt.plural == "poddisruptionbudgets":
             ns = obj["metadata"].get("namespace")
-            if ns and any(e.fields.get("metadata.namespace") == ns for e in self.app.store.items(PDB_STORAGE).values()):
+            budgets = self.writer.store.items(PDB_STORAGE).values()
+            if ns and any(e.fields.get("metadata.namespace") == ns for e in budgets):
                 self._dirty_namespaces.add(ns)
-                self.app.after_writes(self.refresh_budgets)
+                self.writer.after_writes(self.refresh_budgets)
 
     def refresh_budgets(self) -> None:
         dirty, self._dirty_namespaces = self._dirty_namespaces, set()
         for ns in dirty:
-            pods = [e.obj() for e in self.app.store.items("pods").values() if e.fields.get("metadata.namespace") == ns]
-            for e in list(self.app.store.items(PDB_STORAGE).values()):
+            pods = [e.obj() for e in self.writer.store.items("pods").values()
+                    if e.fields.get("metadata.namespace") == ns]
+            for e in list(self.writer.store.items(PDB_STORAGE).values()):
                 if e.fields.get("metadata.namespace") != ns:
                     continue
                 pdb = e.obj()
                 status = self.budget_status(pdb, pods)
                 if status != pdb.get("status"):
                     pdb["status"] = status
-                    self.app.store.put(PDB_STORAGE, e.key, pdb)
+                    self.writer.store.put(PDB_STORAGE, e.key, pdb)
 
     @staticmethod
     def budget_status(pdb: Obj, pods: list[Obj]) -> Obj:

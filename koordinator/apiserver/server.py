@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 
 from koordinator.apiserver import errors
-from koordinator.apiserver.app import ApiServer, Options
+from koordinator.apiserver.app import ApiServer
 from koordinator.apiserver.http import HttpConnection, HttpServer, Request, Response
 from koordinator.apiserver.objects import load_yaml_documents
+from koordinator.apiserver.options import Options
 from koordinator.apiserver.store import Store
 
 log = logging.getLogger("koordinator.apiserver")

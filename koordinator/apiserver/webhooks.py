@@ -267,6 +267,31 @@ class Webhooks:
             out.append(h)
         return out
 
+    def admission_call(self, admit: bool, mutating: bool, operation: str, rt: ResourceType, sub: str | None,
+                       name: str, namespace: str | None, obj: Obj | None, old: Obj | None, query: dict[str, str],
+                       options: Obj | None = None, kind: Obj | None = None) -> Call | None:
+        """The webhooks a write must call now, or None (a write of the server's own, or none matches)."""
+        if not admit:
+            return None
+        if rt.group == "" and rt.plural == "namespaces":
+            namespace = name  # kube names the namespace itself as the request's namespace
+        hooks = self.match(mutating, operation, rt, sub or "", namespace or "", obj, old)
+        if not hooks:
+            return None
+        if options is None:
+            options = {"kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions",
+                       "apiVersion": "meta.k8s.io/v1"}
+            if query.get("fieldManager"):
+                options["fieldManager"] = query["fieldManager"]
+            if query.get("dryRun") == "All":
+                options["dryRun"] = ["All"]
+        dry_run = query.get("dryRun") == "All" or options.get("dryRun") == ["All"]
+        attrs = Attributes(
+            operation, rt.group, rt.version, rt.plural, sub or "",
+            kind or {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            name, namespace or "", obj, old, options, dry_run)
+        return Call(mutating, hooks, attrs)
+
     def _namespace_labels(self, is_namespace: bool, operation: str, subresource: str, namespace: str,
                           obj: Obj | None) -> dict[str, str]:
         # A Namespace being created or updated is judged by the labels it will have.

@@ -34,8 +34,8 @@ import re
 import socket
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, TypeVar
 
 ROLES = ("manager", "scheduler", "koordlet", "descheduler", "device-daemon", "runtime-proxy")
 
@@ -101,14 +101,19 @@ class OptionsError(ValueError):
     """A flag value, or a combination of flags, is invalid. The message names the flags."""
 
 
+R = TypeVar("R")
+
+
 @dataclass
-class RuntimeOptions:
+class RuntimeOptions(Generic[R]):
     """Everything the shared flags configure; durations are in seconds.
 
-    ``extra`` holds the role's own flags (those a role package adds with ``add_flags``), keyed by
-    argparse ``dest`` (``--sleep-interval`` -> ``sleep_interval``). ``explicit`` holds the ``dest`` of
-    every flag given on the command line (:func:`explicit_dests`), so that a role reading settings from
-    a file as well can let the command line win; empty when the options come from no command line.
+    ``role_options`` holds the role's own flags (those a role package adds with ``add_flags``) as the
+    role's ``Options`` dataclass, one field per argparse ``dest`` (``--sleep-interval`` ->
+    ``sleep_interval``), so a role annotates ``RuntimeOptions[ItsOptions]``; None for a role without
+    flags of its own. ``explicit`` holds the ``dest`` of every flag given on the command line, the
+    role's included (:func:`explicit_dests`), so that a role reading settings from a file as well can
+    let the command line win; empty when the options come from no command line.
     """
 
     role: str
@@ -130,7 +135,7 @@ class RuntimeOptions:
     kube_api_qps: float = 20.0
     kube_api_burst: int = 30
     graceful_shutdown_timeout: float = 30.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    role_options: R = None  # type: ignore[assignment]  # None only for a role without flags of its own
     explicit: frozenset[str] = frozenset()
 
     @classmethod
@@ -405,11 +410,15 @@ _SHARED_DESTS = frozenset({
 })
 
 
-def options_from_argv(parser: argparse.ArgumentParser, argv: Sequence[str], role: str,
-                      **overrides: Any) -> RuntimeOptions:
-    """Parse a role's ``argv`` (argparse exits on a bad flag) into options that know which flags were given."""
+def options_from_argv(parser: argparse.ArgumentParser, argv: Sequence[str], role: str, *,
+                      role_type: type[R] | None = None, **overrides: Any) -> RuntimeOptions[R]:
+    """Parse a role's ``argv`` (argparse exits on a bad flag) into options that know which flags were given.
+
+    ``role_type``: the role's ``Options`` dataclass, built from the flags that are not shared.
+    """
     args = parser.parse_args(argv)
-    return options_from_args(args, role, explicit=explicit_dests(parser, argv, vars(args)), **overrides)
+    return options_from_args(args, role, role_type=role_type, explicit=explicit_dests(parser, argv, vars(args)),
+                             **overrides)
 
 
 def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str],
@@ -436,8 +445,27 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def options_from_args(args: argparse.Namespace, role: str, **overrides: Any) -> RuntimeOptions:
-    """Build and cross-check the options from parsed flags; raises :class:`OptionsError` naming the flags."""
+def role_options_from(role_type: type[R], values: dict[str, Any]) -> R:
+    """The role's ``Options`` dataclass from the values of its flags (by ``dest``).
+
+    A flag without a field is a mistake in the role package, not in the command line: TypeError naming
+    the flag. Fields that no flag sets keep their defaults (a field without one: TypeError too).
+    """
+    names = {f.name for f in fields(role_type) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - names)
+    if unknown:
+        flags = ", ".join(f"--{dest.replace('_', '-')}" for dest in unknown)
+        raise TypeError(f"{role_type.__name__} has no field for the flag(s) {flags}")
+    return role_type(**values)
+
+
+def options_from_args(args: argparse.Namespace, role: str, *, role_type: type[R] | None = None,
+                      **overrides: Any) -> RuntimeOptions[R]:
+    """Build and cross-check the options from parsed flags; raises :class:`OptionsError` naming the flags.
+
+    With ``role_type`` the flags that are not shared become :attr:`RuntimeOptions.role_options`; without
+    it they are left to the caller (``koordinator controllers`` reads its ``--controllers`` from ``args``).
+    """
     if role not in COMPONENTS:
         raise OptionsError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     values = vars(args)
@@ -463,7 +491,8 @@ def options_from_args(args: argparse.Namespace, role: str, **overrides: Any) -> 
         kube_api_qps=values.get("kube_api_qps", api_limits(role)[0]),
         kube_api_burst=values.get("kube_api_burst", api_limits(role)[1]),
         graceful_shutdown_timeout=values.get("graceful_shutdown_timeout", 30.0),
-        extra={k: v for k, v in values.items() if k not in _SHARED_DESTS},
+        role_options=(role_options_from(role_type, {k: v for k, v in values.items() if k not in _SHARED_DESTS})
+                      if role_type is not None else None),
     )
     for key, value in overrides.items():
         if not hasattr(opts, key):

@@ -22,9 +22,17 @@ import argparse
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roles.koordlet import features
+from roles.koordlet.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from roles.koordlet.options import KoordletOptions
+
+if TYPE_CHECKING:
+    from koordinator.runtime.options import RuntimeOptions
+
+#: The role contract's dataclass of the flags :func:`add_flags` adds (:mod:`roles`).
+Options = KoordletOptions
 
 log = logging.getLogger("koordinator.koordlet")
 
@@ -105,7 +113,7 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                        help="models checkpointed per round at most")
 
 
-def check_options(options: Any) -> None:
+def check_options(options: RuntimeOptions[KoordletOptions]) -> None:
     """Refuse bad flags, or a bad ``--config`` document, before anything starts (the CLI exits 2).
 
     With ``--config`` the document's values go into ``options`` where the command line gave no flag.
@@ -119,16 +127,16 @@ def check_options(options: Any) -> None:
         # A value from the file is named by its file and key, one from the command line by its flag.
         return names.get(dest) or f"--{dest.replace('_', '-')}"
 
-    extra = options.extra
+    opts = options.role_options
     for flag in ("proc_root", "sys_root", "cgroup_root"):
-        path = extra[flag]
+        path = getattr(opts, flag)
         if not os.path.isdir(path):
             raise ValueError(f"{name(flag)}: {path!r} is not a directory")
-    addr = extra["kubelet_addr"]
+    addr = opts.kubelet_addr
     if addr and not addr.startswith(("http://", "https://")):
         raise ValueError(f"{name('kubelet_addr')}: {addr!r} must start with http:// or https://")
-    if extra["report_interval"] is not None and extra["report_interval"] <= 0:
-        raise ValueError(f"{name('report_interval')}: {extra['report_interval']:g}s: must be positive")
+    if opts.report_interval is not None and opts.report_interval <= 0:
+        raise ValueError(f"{name('report_interval')}: {opts.report_interval:g}s: must be positive")
 
 
 @dataclass
@@ -159,7 +167,7 @@ class _CacheCloser:
         return True
 
 
-def _read_config_at_start(runtime: Any, options: Any) -> None:
+def _read_config_at_start(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> None:
     """Log what ``--config`` set and what it holds in vain, and warn when it changes (a restart applies it).
 
     check_options applied the document before logging was set up; it is read again here (a small file)
@@ -172,7 +180,7 @@ def _read_config_at_start(runtime: Any, options: Any) -> None:
     config.watch(runtime, options.config, cfg)
 
 
-def register(runtime: Any, options: Any) -> KoordletParts:
+def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> KoordletParts:
     """Build the koordlet's modules on ``runtime`` (reference A.1 start order: states, then collectors)."""
     from roles.koordlet.metriccache import MetricCache
     from roles.koordlet.metrics import KoordletCollector, round_duration
@@ -183,36 +191,36 @@ def register(runtime: Any, options: Any) -> KoordletParts:
     from roles.koordlet.system.cgroup import detect_layout
     from roles.koordlet.system.paths import HostPaths
 
-    extra = options.extra
+    opts = options.role_options
     if options.config:
         _read_config_at_start(runtime, options)
     gates = features.resolve(options.feature_gates)
     if inactive := features.inactive(gates):
         log.info("feature gates on but not implemented in this build: %s", ",".join(inactive))
     node = options.node_name
-    layout = detect_layout(extra["cgroup_root"], None if extra["cgroup_driver"] == "auto" else extra["cgroup_driver"])
-    paths = HostPaths(proc_root=extra["proc_root"], sys_root=extra["sys_root"], cgroup_root=extra["cgroup_root"])
-    run_dir = extra["run_dir"]
-    cache = MetricCache(os.path.join(run_dir, METRICS_DB), retention_seconds=extra["tsdb_retention_duration"],
-                        max_bytes=extra["tsdb_max_bytes"])
+    layout = detect_layout(opts.cgroup_root, None if opts.cgroup_driver == "auto" else opts.cgroup_driver)
+    paths = HostPaths(proc_root=opts.proc_root, sys_root=opts.sys_root, cgroup_root=opts.cgroup_root)
+    run_dir = opts.run_dir
+    cache = MetricCache(os.path.join(run_dir, METRICS_DB), retention_seconds=opts.tsdb_retention_duration,
+                        max_bytes=opts.tsdb_max_bytes)
     runtime.add_component(_CacheCloser(cache))
-    kubelet = (KubeletClient(extra["kubelet_addr"], timeout=extra["kubelet_sync_timeout"])
-               if extra["kubelet_addr"] else None)
+    kubelet = (KubeletClient(opts.kubelet_addr, timeout=opts.kubelet_sync_timeout)
+               if opts.kubelet_addr else None)
     states = StatesInformer.from_runtime(runtime, node, layout, kubelet=kubelet,
-                                        kubelet_sync_interval=extra["kubelet_sync_interval"])
-    advisor = MetricsAdvisor(paths, layout, cache, states, collect_interval=extra["collect_res_used_interval"],
-                             node_info_interval=extra["collect_node_cpu_info_interval"],
-                             sys_outdated=extra["collect_sys_metric_outdated_interval"],
+                                        kubelet_sync_interval=opts.kubelet_sync_interval)
+    advisor = MetricsAdvisor(paths, layout, cache, states, collect_interval=opts.collect_res_used_interval,
+                             node_info_interval=opts.collect_node_cpu_info_interval,
+                             sys_outdated=opts.collect_sys_metric_outdated_interval,
                              on_round=round_duration(runtime.metrics.registry).observe)
     predictor = PeakPredictor(
-        cache, states, checkpoint_dir=extra["prediction_checkpoint_filepath"] or os.path.join(run_dir, CHECKPOINT_DIR),
-        training_interval=extra["prediction_training_interval"], cold_start=extra["prediction_cold_start_duration"],
-        safety_margin_percent=extra["prediction_safety_margin_percent"],
-        cpu_half_life=extra["prediction_cpu_histogram_decay_halflife"],
-        memory_half_life=extra["prediction_memory_histogram_decay_halflife"],
-        model_expiration=extra["prediction_model_expiration_duration"],
-        checkpoint_interval=extra["prediction_model_checkpoint_interval"],
-        checkpoint_max_per_step=extra["prediction_model_checkpoint_max_per_step"])
+        cache, states, checkpoint_dir=opts.prediction_checkpoint_filepath or os.path.join(run_dir, CHECKPOINT_DIR),
+        training_interval=opts.prediction_training_interval, cold_start=opts.prediction_cold_start_duration,
+        safety_margin_percent=opts.prediction_safety_margin_percent,
+        cpu_half_life=opts.prediction_cpu_histogram_decay_halflife,
+        memory_half_life=opts.prediction_memory_histogram_decay_halflife,
+        model_expiration=opts.prediction_model_expiration_duration,
+        checkpoint_interval=opts.prediction_model_checkpoint_interval,
+        checkpoint_max_per_step=opts.prediction_model_checkpoint_max_per_step)
     parts = KoordletParts(layout=layout, cache=cache, states=states, advisor=advisor, predictor=predictor)
 
     if kubelet is not None:
@@ -230,22 +238,22 @@ def register(runtime: Any, options: Any) -> KoordletParts:
     runtime.add_runnable("peak-predictor", predictor.run)
     runtime.add_ready_check("metrics-advisor",
                             lambda: None if advisor.has_synced() else "the first collection round has not finished")
-    if extra["enable_node_metric_report"]:
+    if opts.enable_node_metric_report:
         parts.reporter = NodeMetricReporter(runtime.client, states, cache, predictor=predictor,
-                                            report_interval=extra["report_interval"], gpu=gates["Accelerators"])
+                                            report_interval=opts.report_interval, gpu=gates["Accelerators"])
         runtime.add_runnable("nodemetric-reporter", parts.reporter.run)
     if gates["NodeTopologyReport"]:
         parts.topology_reporter = NodeTopologyReporter(runtime.client, states, cache, kubelet=kubelet,
-                                                       interval=extra["node_topology_sync_interval"],
+                                                       interval=opts.node_topology_sync_interval,
                                                        hugepages=gates["HugePageReport"])
         runtime.add_runnable("node-topology-reporter", parts.topology_reporter.run)
     if gates["Accelerators"]:
-        parts.device_reporter = DeviceReporter(runtime.client, states, cache, sys_root=extra["sys_root"],
-                                               interval=extra["node_topology_sync_interval"])
+        parts.device_reporter = DeviceReporter(runtime.client, states, cache, sys_root=opts.sys_root,
+                                               interval=opts.node_topology_sync_interval)
         runtime.add_runnable("device-reporter", parts.device_reporter.run)
     runtime.metrics.registry.register(KoordletCollector(
         node, cache=cache, reporter=parts.reporter, predictor=predictor,
         node_metric_gauges=gates["NodeMetricPromMetrics"]))
     log.info("koordlet node=%s cgroup=v%d/%s run-dir=%s pods-from=%s", node, layout.version, layout.driver, run_dir,
-             extra["kubelet_addr"] or "api")
+             opts.kubelet_addr or "api")
     return parts

@@ -22,7 +22,7 @@ import argparse
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import yaml
@@ -208,11 +208,9 @@ def _flag_text(value: Any) -> str:
 
 
 def _set(options: Any, dest: str, value: Any) -> None:
-    # A role's own flags live in options.extra; the shared ones are attributes.
-    if dest in options.extra:
-        options.extra[dest] = value
-    else:
-        setattr(options, dest, value)
+    # The koordlet's own flags are fields of options.role_options; the shared ones attributes of options.
+    target = options.role_options if dest in {f.name for f in fields(options.role_options)} else options
+    setattr(target, dest, value)
 
 
 def _merge_gates(cfg: KoordletConfig, options: Any) -> None:

@@ -16,9 +16,17 @@ import argparse
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roles.manager import features
+from roles.manager.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from roles.manager.options import ManagerOptions
+
+if TYPE_CHECKING:
+    from koordinator.runtime.options import RuntimeOptions
+
+#: The role contract's dataclass of the flags :func:`add_flags` adds (:mod:`roles`).
+Options = ManagerOptions
 
 log = logging.getLogger("koordinator.manager")
 
@@ -100,11 +108,11 @@ def noderesource_plugins(spec: str) -> list[str]:
     return [name for name, on in wanted.items() if on]
 
 
-def check_options(options: Any) -> None:
+def check_options(options: RuntimeOptions[ManagerOptions]) -> None:
     """Refuse bad role flags before anything starts (the CLI prints the message and exits 2)."""
     features.resolve(options.feature_gates)
-    enabled_controllers(options.extra["controllers"])
-    noderesource_plugins(options.extra["noderesource_plugins"])
+    enabled_controllers(options.role_options.controllers)
+    noderesource_plugins(options.role_options.noderesource_plugins)
 
 
 @dataclass
@@ -117,20 +125,20 @@ class ManagerParts:
     cert_manager: Any = None
 
 
-def register(runtime: Any, options: Any) -> ManagerParts:
+def register(runtime: Any, options: RuntimeOptions[ManagerOptions]) -> ManagerParts:
     """Add the manager's controllers, webhook server and certificate manager to ``runtime``."""
     from roles.manager.controllers import NodeResourceController, add_nodemetric_controller, add_nodeslo_controller
     from roles.manager.sloconfig_cache import SLOConfigCache
 
-    extra = options.extra
+    opts = options.role_options
     # The same checks as check_options (which the CLI runs first): bad values raise here too.
     gates = features.resolve(options.feature_gates)
-    namespace, name = extra["config_namespace"], extra["slo_config_name"]
+    namespace, name = opts.config_namespace, opts.slo_config_name
     config = SLOConfigCache(
         runtime.informers.informer("ConfigMap", namespace=namespace, field_selector=f"metadata.name={name}"),
         namespace, name, recorder=runtime.event_recorder(), metrics=runtime.metrics)
-    controllers = enabled_controllers(extra["controllers"])
-    plugins = noderesource_plugins(extra["noderesource_plugins"])
+    controllers = enabled_controllers(opts.controllers)
+    plugins = noderesource_plugins(opts.noderesource_plugins)
     if "nodemetric" in controllers:
         add_nodemetric_controller(runtime, config)
     if "nodeslo" in controllers:
@@ -139,30 +147,29 @@ def register(runtime: Any, options: Any) -> ManagerParts:
         NodeResourceController(runtime, config, plugins=plugins, gpu_shared=gates["EnableSyncGPUSharedResource"])
     log.info("manager controllers=%s", ",".join(controllers) or "none")
     parts = ManagerParts(config=config, controllers=controllers)
-    if extra["webhook_port"]:
-        parts.webhook_server, parts.cert_manager = _register_webhooks(runtime, options, gates)
+    if opts.webhook_port:
+        parts.webhook_server, parts.cert_manager = _register_webhooks(runtime, opts, gates)
     return parts
 
 
-def _register_webhooks(runtime: Any, options: Any, gates: dict[str, bool]) -> tuple[Any, Any]:
+def _register_webhooks(runtime: Any, opts: ManagerOptions, gates: dict[str, bool]) -> tuple[Any, Any]:
     from koordinator.runtime.webhook import WebhookServer
     from roles.manager.certs import CertConfig, CertManager
     from roles.manager.webhooks import register_webhooks
     from roles.manager.webhooks.listers import InformerListers
 
-    extra = options.extra
-    certs = CertManager(runtime.client, CertConfig.from_env(cert_dir=extra["webhook_cert_dir"]))
+    certs = CertManager(runtime.client, CertConfig.from_env(cert_dir=opts.webhook_cert_dir))
     # The server needs its certificate before it can start: one pass now, then the rotation loop.
     certs.ensure()
     runtime.add_runnable("webhook-certs", certs.run)
-    server = WebhookServer(f"{extra['webhook_host']}:{extra['webhook_port']}", extra["webhook_cert_dir"],
+    server = WebhookServer(f"{opts.webhook_host}:{opts.webhook_port}", opts.webhook_cert_dir,
                            registry=runtime.metrics.registry)
     listers = InformerListers(runtime.informers)
     paths = register_webhooks(
         server, listers, gates=gates,
-        config_namespace=extra["config_namespace"], slo_config_name=extra["slo_config_name"],
-        node_strategy_name_need_check=extra["node_strategy_name_need_check"])
+        config_namespace=opts.config_namespace, slo_config_name=opts.slo_config_name,
+        node_strategy_name_need_check=opts.node_strategy_name_need_check)
     runtime.add_component(server)
     runtime.add_ready_check("webhook", server.ready)
-    log.info("webhook server port=%s paths=%s", extra["webhook_port"], ",".join(paths))
+    log.info("webhook server port=%s paths=%s", opts.webhook_port, ",".join(paths))
     return server, certs

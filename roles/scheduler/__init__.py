@@ -16,7 +16,16 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from roles.scheduler.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from roles.scheduler.options import SchedulerOptions
+
+if TYPE_CHECKING:
+    from koordinator.runtime.options import RuntimeOptions
+
+#: The role contract's dataclass of the flags :func:`add_flags` adds (:mod:`roles`).
+Options = SchedulerOptions
 
 log = logging.getLogger("koordinator.scheduler")
 
@@ -27,34 +36,20 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                        help="log the top N nodes' scores of every scheduled pod (0: off)")
 
 
-_loaded: dict[tuple, Any] = {}
-
-
 def load_configuration(path: str | None, registry: Any = None) -> Any:
     """The KubeSchedulerConfiguration of ``--config`` (or the default one); raises ValueError naming fields.
 
     ``registry``: the plugins that may be enabled (default: the in-tree ones; tests add their own).
-    Loaded once per file version and registry: check_options and register both need it at start.
     """
-    import os
-
     from roles.scheduler import config as cfg
     from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
     file = _config_file(path) if path else None
-    stat = os.stat(file) if file and os.path.exists(file) else None
-    names = tuple((registry or in_tree_registry()).names())
-    key = (file, stat.st_mtime_ns, stat.st_size, names) if stat else (file, names)
-    if key in _loaded:
-        return _loaded[key]
-    kwargs = dict(registry_names=set(names), not_implemented=NOT_IMPLEMENTED)
+    kwargs = dict(registry_names=set((registry or in_tree_registry()).names()), not_implemented=NOT_IMPLEMENTED)
     try:
-        config = cfg.load_file(file, **kwargs) if file else cfg.default_configuration(**kwargs)
+        return cfg.load_file(file, **kwargs) if file else cfg.default_configuration(**kwargs)
     except cfg.ConfigError as err:
         raise ValueError(f"--config {path}: {err}" if path else str(err)) from None
-    _loaded.clear()
-    _loaded[key] = config
-    return config
 
 
 def _config_file(path: str) -> str:
@@ -85,19 +80,25 @@ def apply_configuration(config: Any, options: Any) -> None:
     options.kube_api_burst = config.client_burst
 
 
-def check_options(options: Any) -> None:
-    """Load and check the configuration (plugin args included) before anything starts."""
+def check_options(options: RuntimeOptions[SchedulerOptions]) -> None:
+    """Load and check the configuration (plugin args included) before anything starts.
+
+    The configuration goes to ``register`` in ``options.role_options.configuration``: loading it is a
+    good part of the start-up time, and register then runs what was checked.
+    """
     from roles.scheduler.framework.handle import PluginHandle
     from roles.scheduler.framework.runtime import Framework
     from roles.scheduler.plugins import in_tree_registry
 
-    if options.extra.get("debug_scores", 0) < 0:
-        raise ValueError(f"--debug-scores: {options.extra['debug_scores']}: must not be negative")
+    opts = options.role_options
+    if opts.debug_scores < 0:
+        raise ValueError(f"--debug-scores: {opts.debug_scores}: must not be negative")
     config = load_configuration(options.config)
     registry = in_tree_registry()
     for profile in config.profiles:
         Framework(profile, registry, PluginHandle())  # plugin factories validate their args
     apply_configuration(config, options)
+    opts.configuration = config
 
 
 @dataclass
@@ -111,12 +112,12 @@ class SchedulerParts:
     frameworks: dict
 
 
-def register(runtime: Any, options: Any) -> SchedulerParts:
+def register(runtime: Any, options: RuntimeOptions[SchedulerOptions]) -> SchedulerParts:
     """Build the profiles' frameworks, the queue, the cache and the scheduler, and wire the informers."""
     from roles.scheduler.wiring import build
 
-    config = load_configuration(options.config)
-    parts = build(runtime, config, debug_scores=options.extra.get("debug_scores", 0),
-                  config_path=options.config)
+    opts = options.role_options
+    config = opts.configuration if opts.configuration is not None else load_configuration(options.config)
+    parts = build(runtime, config, debug_scores=opts.debug_scores, config_path=options.config)
     log.info("scheduler profiles=%s", ",".join(parts.frameworks))
     return parts

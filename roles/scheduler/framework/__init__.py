@@ -1,1 +1,2 @@
-"""The scheduling framework: statuses, pod/node views, the snapshot, the plugin API and its runner."""
+"""The scheduling framework: statuses, pod/node views, the snapshot and its change feeds, per-row memos
+for plugins, the plugin API and its runner."""

@@ -9,6 +9,11 @@ Row order is stable while ``layout_version`` is unchanged; plugins that keep arr
 aligned with the rows (LoadAwareScheduling) rebuild them when it changes. Columns of the resource
 matrices are resource names (``column``); a resource first seen on a node or pod adds a column
 (``columns_version`` changes).
+
+Caches that keep per-row values across cycles learn which rows changed from two feeds kept here
+(read through :mod:`roles.scheduler.framework.rowchanges`): every rewrite of a row
+(``write_seq``, ``rows_written_since``) and every replaced node object (``node_version``,
+``nodes_changed_since``).
 """
 
 from __future__ import annotations
@@ -78,6 +83,16 @@ class Snapshot:
         if seq < self._log_start:
             return None
         return self._write_log[seq - self._log_start:]
+
+    def nodes_changed_since(self, version: int) -> list[int]:
+        """Rows whose node object was replaced after ``node_version`` was ``version`` (same layout).
+
+        Versions only grow, so these are the rows stamped above ``version``; unlike
+        :meth:`rows_written_since` it never loses track, and pods placed on a node do not count.
+        """
+        if version == self._node_version_counter:
+            return []
+        return np.flatnonzero(self.node_versions > version).tolist()
 
     def column(self, resource: str) -> int | None:
         return self.columns.get(resource)

@@ -12,9 +12,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from roles.scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
+from roles.scheduler.framework.rowchanges import NODE_OBJECTS, ChangeCursor
 from roles.scheduler.framework.status import CycleState
 from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.nodeaffinity import NodeChangeTracker
 
 NAME = "ImageLocality"
 MB = 1024 * 1024
@@ -48,7 +48,7 @@ class _ImageIndex:
     """image name → {row: size} over a snapshot, kept up to date for rows whose node changed."""
 
     def __init__(self) -> None:
-        self.tracker = NodeChangeTracker()
+        self.cursor = ChangeCursor(NODE_OBJECTS)  # images are part of the node object
         self.rows_by_image: dict[str, dict[int, int]] = {}
         self.images_by_row: dict[int, dict[str, int]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -64,15 +64,13 @@ class _ImageIndex:
                                            np.fromiter(by_row.values(), dtype=np.float64, count=len(by_row)))
         return arrays
 
-    def sync(self, snapshot: Any, token: Any) -> None:
-        changed = self.tracker.sync(snapshot, token)
+    def sync(self, snapshot: Any) -> None:
+        """Bring the index up to date with ``snapshot``: the rows whose node changed are read again."""
+        changed = self.cursor.advance(snapshot)
         infos = snapshot.node_infos
         if changed is None:
             self.rows_by_image, self.images_by_row, self._arrays = {}, {}, {}
-            todo = range(len(infos))
-        else:
-            todo = changed.tolist()
-        for row in todo:
+        for row in range(len(infos)) if changed is None else changed:
             for name in self.images_by_row.pop(row, {}):
                 self._arrays.pop(name, None)
                 holders = self.rows_by_image.get(name)
@@ -111,7 +109,7 @@ class ImageLocality(ScorePlugin):
 
     def score_nodes(self, state: CycleState, pod: PodInfo, snapshot: Any, rows: np.ndarray) -> np.ndarray:
         images, n_containers = pod.cached(NAME, _pod_images)
-        self._index.sync(snapshot, state)
+        self._index.sync(snapshot)
         total = len(snapshot)
         full: np.ndarray | None = None
         for name in images:

@@ -16,15 +16,14 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from koordinator.apis import selectors
-from koordinator.apis.selectors import LabelSelector, Requirement, label_selector_from_dict
+from koordinator.apis.selectors import LabelSelector, label_selector_from_dict
 from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterExtensions,
                                                   PreFilterPlugin, PreScorePlugin, ScorePlugin)
 from roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
 from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.podtopologyspread import NodeMatchCounter
+from roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
 
 NAME = "InterPodAffinity"
 
@@ -80,21 +79,11 @@ class AffinityTerm:
         return f"AffinityTerm({self.topology_key}, ns={sorted(self.namespaces)}, selector={self.selector!r})"
 
 
-def _merge_label_keys(selector: LabelSelector, raw: Mapping[str, Any], labels: Mapping[str, str]) -> LabelSelector:
-    # What the API server does at pod creation (KEP-3633); repeating it is harmless.
-    if selector.match_nothing:
-        return selector
-    extra = [Requirement(k, selectors.IN, [labels[k]]) for k in raw.get("matchLabelKeys") or () if k in labels]
-    extra += [Requirement(k, selectors.NOT_IN, [labels[k]]) for k in raw.get("mismatchLabelKeys") or ()
-              if k in labels]
-    if not extra:
-        return selector
-    return LabelSelector([*selector.requirements, *extra])
-
-
 def parse_term(raw: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> AffinityTerm:
     """One PodAffinityTerm of a pod in ``namespace`` with ``labels`` (raises ValueError when invalid)."""
-    selector = _merge_label_keys(label_selector_from_dict(raw.get("labelSelector")), raw, labels)
+    # What the API server does at pod creation (KEP-3633); repeating it is harmless.
+    selector = merge_label_keys(label_selector_from_dict(raw.get("labelSelector")), labels,
+                                raw.get("matchLabelKeys") or (), raw.get("mismatchLabelKeys") or ())
     names = list(raw.get("namespaces") or ())
     ns_raw = raw.get("namespaceSelector")
     namespaces = frozenset(names) if (names or ns_raw is not None) else frozenset((namespace,))

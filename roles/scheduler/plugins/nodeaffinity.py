@@ -1,16 +1,14 @@
 """NodeAffinity: ``spec.nodeSelector`` and required node affinity filter nodes; preferred node affinity
 scores them (kube-scheduler's ``nodeaffinity`` plugin, with ``NodeAffinityArgs.addedAffinity``).
 
-Matching labels in Python for 5,000 nodes per pod is the expensive part, so verdicts are cached
-per selector signature in :class:`RowCache`: the pods of one ReplicaSet share a signature, and a
-row is re-matched only when its node object changed (:class:`NodeChangeTracker`).
+Matching labels in Python for 5,000 nodes per pod is the expensive part, so verdicts and scores are
+kept per selector signature in a :class:`~roles.scheduler.framework.rowmemo.NodeMemo`: the pods of
+one ReplicaSet share a signature, and a row is matched again only when its node object changed.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from operator import attrgetter
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import orjson
@@ -19,113 +17,21 @@ from koordinator.apis.selectors import node_selector_term_matches
 from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
                                                   ScorePlugin)
+from roles.scheduler.framework.rowmemo import NodeMemo
 from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.tainttoleration import default_normalize_score
+from roles.scheduler.plugins.helper.normalize import default_normalize_score
+from roles.scheduler.plugins.helper.requirednodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
-_OBJECT_NAME_FIELD = "metadata.name"
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 
 # Verdict codes kept in the filter cache.
 _PASS, _FAIL_POD, _FAIL_ENFORCED = 0, 1, 2
-
-_node_of = attrgetter("node")
-
-
-class NodeChangeTracker:
-    """Which snapshot rows got a new node object (labels, taints, images...) since the last look.
-
-    Uses the snapshot's per-row ``node_versions`` when it has them; otherwise compares node
-    objects: informer dicts are never mutated in place, so a changed node is a different (or at
-    least unequal) object, and an unchanged snapshot costs one list comparison.
-    """
-
-    def __init__(self) -> None:
-        self._snapshot: Any = None
-        self._layout = -1
-        self._nodes: list = []
-        self._versions: np.ndarray | None = None
-        self._newest = -1  # the snapshot's node_version when _versions was taken
-        self._token: Any = None
-
-    def sync(self, snapshot: Any, token: Any = None) -> np.ndarray | None:
-        """Rows changed since the last call (None: a new layout, every row is new).
-
-        A repeated non-None ``token`` (the cycle's CycleState) means "same cycle": the snapshot
-        does not change within a cycle, so nothing is re-read.
-        """
-        same_layout = snapshot is self._snapshot and snapshot.layout_version == self._layout
-        if same_layout and token is not None and token is self._token:
-            return _NO_ROWS
-        self._token = token
-        versions = getattr(snapshot, "node_versions", None)
-        if isinstance(versions, np.ndarray) and len(versions) == len(snapshot):
-            if not same_layout or self._versions is None or len(self._versions) != len(versions):
-                self._snapshot, self._layout, self._versions = snapshot, snapshot.layout_version, versions.copy()
-                self._newest = snapshot.node_version
-                return None
-            if snapshot.node_version == self._newest:
-                return _NO_ROWS  # versions only grow: no row has a newer one
-            self._newest = snapshot.node_version
-            changed = np.flatnonzero(versions != self._versions)
-            if len(changed):
-                self._versions[changed] = versions[changed]
-            return changed
-        nodes = list(map(_node_of, snapshot.node_infos))
-        if not same_layout:
-            self._snapshot, self._layout, self._nodes, self._versions = snapshot, snapshot.layout_version, nodes, None
-            return None
-        old, self._nodes = self._nodes, nodes
-        if nodes == old:  # identity short-cuts every unchanged row
-            return _NO_ROWS
-        return np.fromiter((i for i, (a, b) in enumerate(zip(nodes, old)) if a is not b and a != b),
-                           dtype=np.int64)
-
-
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-
-
-class RowCache:
-    """Per-row values of ``compute(node_info)`` for a few keys, recomputed only for changed rows."""
-
-    def __init__(self, max_keys: int = 128) -> None:
-        self._tracker = NodeChangeTracker()
-        self._row_version = np.zeros(0, dtype=np.int64)
-        self._counter = 0
-        self._entries: OrderedDict[Any, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._max_keys = max_keys
-
-    def values(self, snapshot: Any, key: Any, compute: Callable[[NodeInfo], Any], dtype: Any,
-               token: Any = None) -> np.ndarray:
-        """An array over every snapshot row (index it with ``rows``)."""
-        changed = self._tracker.sync(snapshot, token)
-        n = len(snapshot)
-        if changed is None:
-            self._entries.clear()
-            self._row_version = np.zeros(n, dtype=np.int64)
-        elif len(changed):
-            self._counter += 1
-            self._row_version[changed] = self._counter
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = (np.zeros(n, dtype=dtype), np.full(n, -1, dtype=np.int64))
-            if len(self._entries) > self._max_keys:
-                self._entries.popitem(last=False)
-        else:
-            self._entries.move_to_end(key)
-        values, versions = entry
-        stale = np.flatnonzero(versions != self._row_version)
-        if len(stale):
-            infos = snapshot.node_infos
-            for r in stale.tolist():
-                values[r] = compute(infos[r])
-            versions[stale] = self._row_version[stale]
-        return values
 
 
 # -- pod terms ------------------------------------------------------------------------------------------
@@ -134,31 +40,14 @@ def _node_affinity(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
 
 
-class _Required:
-    """The pod's nodeSelector AND its required node affinity (``GetRequiredNodeAffinity``)."""
+class _Required(RequiredNodeAffinity):
+    """The pod's required node affinity with its ``signature``: the key of the kept verdicts."""
 
-    __slots__ = ("selector", "terms", "signature")
+    __slots__ = ("signature",)
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
-        self.selector: dict[str, str] = dict((pod.get("spec") or {}).get("nodeSelector") or {})
-        required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
-        # None: no required affinity; []: present but empty, which matches no node.
-        self.terms: list | None = None if required is None else list(required.get("nodeSelectorTerms") or ())
+        super().__init__(pod)
         self.signature = orjson.dumps([self.selector, self.terms], option=orjson.OPT_SORT_KEYS)
-
-    @property
-    def empty(self) -> bool:
-        return not self.selector and self.terms is None
-
-    def matches(self, node: NodeInfo) -> bool:
-        labels = node.labels
-        for k, v in self.selector.items():
-            if labels.get(k) != v:
-                return False
-        if self.terms is None:
-            return True
-        fields = {_OBJECT_NAME_FIELD: node.name}
-        return any(node_selector_term_matches(t, labels, fields) for t in self.terms)
 
 
 class _Preferred:
@@ -172,7 +61,7 @@ class _Preferred:
         self.signature = orjson.dumps(self.terms, option=orjson.OPT_SORT_KEYS)
 
     def score(self, node: NodeInfo) -> int:
-        fields = {_OBJECT_NAME_FIELD: node.name}
+        fields = {OBJECT_NAME_FIELD: node.name}
         return sum(w for w, term in self.terms if node_selector_term_matches(term, node.labels, fields))
 
 
@@ -191,7 +80,7 @@ def _node_names_of(terms: list) -> set[str] | None:
     for term in terms:
         term_names: set[str] | None = None
         for req in term.get("matchFields") or ():
-            if req.get("key") == _OBJECT_NAME_FIELD and req.get("operator") == "In":
+            if req.get("key") == OBJECT_NAME_FIELD and req.get("operator") == "In":
                 values = set(req.get("values") or ())
                 term_names = values if term_names is None else term_names & values
         if term_names is None:
@@ -212,15 +101,15 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         self._added_terms: list | None = None if required is None else list(required.get("nodeSelectorTerms") or ())
         preferred = added.get("preferredDuringSchedulingIgnoredDuringExecution")
         self._added_preferred = _Preferred(preferred) if preferred else None
-        self._filter_cache = RowCache()
-        self._score_cache = RowCache()
+        self._filter_cache = NodeMemo()
+        self._score_cache = NodeMemo()
 
     # -- Filter --------------------------------------------------------------------------------------
 
     def _added_matches(self, node: NodeInfo) -> bool:
         if self._added_terms is None:
             return True
-        fields = {_OBJECT_NAME_FIELD: node.name}
+        fields = {OBJECT_NAME_FIELD: node.name}
         return any(node_selector_term_matches(t, node.labels, fields) for t in self._added_terms)
 
     def _verdict(self, required: _Required, node: NodeInfo) -> int:
@@ -259,7 +148,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         if required.empty and self._added_terms is None:
             return BatchFilterResult.all_pass(len(rows))
         verdicts = self._filter_cache.values(snapshot, required.signature,
-                                             lambda ni: self._verdict(required, ni), np.int8, token=state)[rows]
+                                             lambda ni: self._verdict(required, ni), np.int8)[rows]
         passed = verdicts == _PASS
         if passed.all():
             return BatchFilterResult(passed)
@@ -298,8 +187,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         if (preferred is None or not preferred.terms) and self._added_preferred is None:
             return np.zeros(len(rows), dtype=np.int64)
         key = preferred.signature if preferred is not None else b""
-        values = self._score_cache.values(snapshot, key, lambda ni: self._node_score(preferred, ni), np.int64,
-                                          token=state)
+        values = self._score_cache.values(snapshot, key, lambda ni: self._node_score(preferred, ni), np.int64)
         return values[rows].copy()
 
     def normalize_score(self, state: CycleState, pod: PodInfo, snapshot: Any, rows: np.ndarray,

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from roles.scheduler.framework.classmemo import ClassMemo
+from roles.scheduler.framework.rowmemo import ClassMemo
 from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterPlugin,
                                                   PreFilterResult, PreScorePlugin, ScorePlugin)

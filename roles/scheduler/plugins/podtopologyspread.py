@@ -5,16 +5,14 @@ counts computed once in PreFilter; soft ones (``ScheduleAnyway``) and the cluste
 constraints are scored. Pods without constraints of a kind return Skip at once, which is the
 common case and must stay cheap.
 
-:class:`NodeMatchCounter` (also used by InterPodAffinity) remembers per-node counts of matching
-pods while a node's pods are unchanged, so the replicas of one workload do not rescan every pod
-of the cluster.
+Existing pods are counted per node through :class:`~roles.scheduler.plugins.helper.podmatch.NodeMatchCounter`
+(shared with InterPodAffinity), so the replicas of one workload do not rescan every pod of the cluster.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -26,6 +24,8 @@ from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterRes
 from roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
 from roles.scheduler.framework.types import NodeInfo, PodInfo
+from roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
+from roles.scheduler.plugins.helper.requirednodeaffinity import RequiredNodeAffinity
 from koordinator.apis.taints import find_untolerated_taint
 
 NAME = "PodTopologySpread"
@@ -53,46 +53,7 @@ _PRE_SCORE_KEY = "PreScore" + NAME
 _PARSED_KEY = NAME + ".constraints"
 
 
-# -- shared helpers ---------------------------------------------------------------------------------
-
-class NodeMatchCounter:
-    """Per-node counts of pods satisfying a predicate, keyed by a hashable description of the predicate.
-
-    An entry is reused only while it refers to the very same NodeInfo object at the same
-    generation: snapshots hand out the same object for unchanged nodes, and every pod change bumps
-    the generation, so a stale count is never returned. At most ``max_keys`` predicates are kept
-    (least recently used dropped) to bound memory on large clusters.
-    """
-
-    def __init__(self, max_keys: int = 32) -> None:
-        self._tables: OrderedDict[Hashable, dict[str, tuple[NodeInfo, int, int]]] = OrderedDict()
-        self._max_keys = max_keys
-
-    def table(self, key: Hashable) -> dict[str, tuple[NodeInfo, int, int]]:
-        """The per-node entries of one predicate; fetch once per cycle, then :meth:`count` per node."""
-        tables = self._tables
-        table = tables.get(key)
-        if table is None:
-            table = tables[key] = {}
-            while len(tables) > self._max_keys:
-                tables.popitem(last=False)
-        else:
-            tables.move_to_end(key)
-        return table
-
-    @staticmethod
-    def count(table: dict[str, tuple[NodeInfo, int, int]], ni: NodeInfo, predicate: Callable[[PodInfo], bool]) -> int:
-        """Pods on ``ni`` satisfying ``predicate``, from ``table`` while the node is unchanged."""
-        entry = table.get(ni.name)
-        if entry is not None and entry[0] is ni and entry[1] == ni.generation:
-            return entry[2]
-        n = 0
-        for p in ni.pods.values():
-            if predicate(p):
-                n += 1
-        table[ni.name] = (ni, ni.generation, n)
-        return n
-
+# -- matching pods ----------------------------------------------------------------------------------
 
 def _is_terminating(p: PodInfo) -> bool:
     return bool((p.pod.get("metadata") or {}).get("deletionTimestamp"))
@@ -103,34 +64,6 @@ def spread_predicate(selector: LabelSelector, namespace: str) -> Callable[[PodIn
     def match(p: PodInfo) -> bool:
         return p.namespace == namespace and selector.matches(p.labels) and not _is_terminating(p)
     return match
-
-
-class RequiredNodeAffinity:
-    """The pod's nodeSelector plus required node affinity terms (``nodeaffinity.GetRequiredNodeAffinity``)."""
-
-    __slots__ = ("node_selector", "terms")
-
-    def __init__(self, pod: Mapping[str, Any]) -> None:
-        spec = pod.get("spec") or {}
-        self.node_selector: dict[str, str] = dict(spec.get("nodeSelector") or {})
-        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
-        self.terms: list | None = None if required is None else list(required.get("nodeSelectorTerms") or [])
-
-    @property
-    def trivial(self) -> bool:
-        """True when every node matches (no nodeSelector, no required terms)."""
-        return not self.node_selector and self.terms is None
-
-    def matches(self, ni: NodeInfo) -> bool:
-        labels = ni.labels
-        for k, v in self.node_selector.items():
-            if labels.get(k) != v:
-                return False
-        if self.terms is None:
-            return True
-        fields = {"metadata.name": ni.name}
-        return any(selectors.node_selector_term_matches(t, labels, fields) for t in self.terms)
 
 
 def _int_field(value: Any) -> bool:
@@ -165,16 +98,6 @@ class Constraint:
         return f"Constraint({self.topology_key}, maxSkew={self.max_skew}, selector={self.selector!r})"
 
 
-def _merge_match_label_keys(selector: LabelSelector, keys: Iterable[str], labels: Mapping[str, str]) -> LabelSelector:
-    # A nil selector stays "nothing", as mergeLabelSetWithSelector keeps selectors without requirements.
-    if selector.match_nothing:
-        return selector
-    extra = [Requirement(k, selectors.EQUALS, [labels[k]]) for k in keys if k in labels]
-    if not extra:
-        return selector
-    return LabelSelector([*selector.requirements, *extra])
-
-
 def parse_constraints(raw: Iterable[Mapping[str, Any]], labels: Mapping[str, str],
                       action: str) -> list[Constraint]:
     """The constraints with ``whenUnsatisfiable == action`` (``filterTopologySpreadConstraints``)."""
@@ -184,7 +107,7 @@ def parse_constraints(raw: Iterable[Mapping[str, Any]], labels: Mapping[str, str
             continue
         selector = label_selector_from_dict(c.get("labelSelector"))
         if c.get("matchLabelKeys"):
-            selector = _merge_match_label_keys(selector, c["matchLabelKeys"], labels)
+            selector = merge_label_keys(selector, labels, c["matchLabelKeys"], match_operator=selectors.EQUALS)
         min_domains = c.get("minDomains")
         out.append(Constraint(
             max_skew=int(c.get("maxSkew") or 0),
@@ -380,7 +303,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
     def _pre_filter_state(self, pod: PodInfo, constraints: list[Constraint],
                           node_infos: Iterable[NodeInfo]) -> PreFilterState:
         affinity = RequiredNodeAffinity(pod.pod)
-        need_policy = [(c.honor_affinity and not affinity.trivial) or c.honor_taints for c in constraints]
+        need_policy = [(c.honor_affinity and not affinity.empty) or c.honor_taints for c in constraints]
         predicates = [spread_predicate(c.selector, pod.namespace) for c in constraints]
         tables = [self.counter.table(("spread", pod.namespace, c.selector)) for c in constraints]
         count_pods = self.counter.count
@@ -508,7 +431,7 @@ class PodTopologySpread(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreS
             s.weights.append(math.log(size + 2))
 
         affinity = RequiredNodeAffinity(pod.pod)
-        need_policy = [(c.honor_affinity and not affinity.trivial) or c.honor_taints for c in constraints]
+        need_policy = [(c.honor_affinity and not affinity.empty) or c.honor_taints for c in constraints]
         predicates, tables = s.predicates, s.tables
         count_pods = self.counter.count
         if all(c.topology_key == LABEL_HOSTNAME for c in constraints):

@@ -12,11 +12,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from koordinator.apis.taints import find_untolerated_taint, tolerates
-from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
-                                                  EnqueueExtensions, Failure, FilterPlugin, PreScorePlugin,
-                                                  ScorePlugin)
+from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+                                                  FilterPlugin, PreScorePlugin, ScorePlugin)
+from roles.scheduler.framework.rowmemo import NodeMemo
 from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from roles.scheduler.framework.types import NodeInfo, PodInfo, pod_key
+from roles.scheduler.plugins.helper.normalize import default_normalize_score
 
 NAME = "TaintToleration"
 
@@ -48,19 +49,6 @@ def count_intolerable_prefer_no_schedule(taints: Iterable[Mapping[str, Any]], to
     return sum(1 for t in taints if t.get("effect") == "PreferNoSchedule" and not tolerates(tolerations, t))
 
 
-def default_normalize_score(scores: np.ndarray, reverse: bool, max_priority: int = MAX_NODE_SCORE) -> None:
-    """kube's ``helper.DefaultNormalizeScore``, in place: scale to ``max_priority``, optionally reversed."""
-    if not len(scores):
-        return
-    max_count = int(scores.max())
-    if max_count <= 0:
-        if reverse:
-            scores[:] = max_priority
-        return
-    scaled = max_priority * scores // max_count
-    scores[:] = max_priority - scaled if reverse else scaled
-
-
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     """Filter on NoSchedule/NoExecute taints, score on PreferNoSchedule ones."""
 
@@ -69,9 +57,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     def __init__(self, handle: Any = None) -> None:
         self.handle = handle
         # Verdicts per (tolerations, row), recomputed only for nodes that changed: the pods of a
-        # ReplicaSet share tolerations. Imported here: nodeaffinity imports this module.
-        from roles.scheduler.plugins.nodeaffinity import RowCache
-        self._rows = RowCache(max_keys=_CACHE_SIGNATURES)
+        # ReplicaSet share tolerations.
+        self._rows = NodeMemo(keys=_CACHE_SIGNATURES)
         self._reasons: list[str | None] = [None]  # verdict code -> reason; 0 passes
         self._codes: dict[str, int] = {}
 
@@ -99,8 +86,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
             return BatchFilterResult.all_pass(len(rows))
         tolerations = pod.cached("tainttoleration.tolerations", _tolerations)
         sig = pod.cached("tainttoleration.signature", _signature)
-        verdicts = self._rows.values(snapshot, sig, lambda ni: self._verdict(tolerations, ni), np.int64,
-                                     token=state)[rows]
+        verdicts = self._rows.values(snapshot, sig, lambda ni: self._verdict(tolerations, ni), np.int64)[rows]
         passed = verdicts == 0
         failures = [Failure(UNSCHEDULABLE_AND_UNRESOLVABLE, self._reasons[code], verdicts == code)
                     for code in np.unique(verdicts[~passed]).tolist()]

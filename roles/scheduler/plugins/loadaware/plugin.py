@@ -123,11 +123,9 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
             self._rows, self._rows_key, self._rows_snapshot = rows, key, snapshot
             self._rows_node_version = snapshot.node_version
             return rows
-        changed: list[int] = []
-        if snapshot.node_version != self._rows_node_version:
-            # Node versions only grow: the rows above the last one seen have new node objects.
-            changed = np.flatnonzero(snapshot.node_versions > self._rows_node_version).tolist()
-            self._rows_node_version = snapshot.node_version
+        # Only rows with new node objects (the NODE_OBJECTS feed): pods come through the assign cache.
+        changed = snapshot.nodes_changed_since(self._rows_node_version)
+        self._rows_node_version = snapshot.node_version
         for i in changed:
             ni = infos[i]
             rows.fill_node(i, ni.name, ni.node, ni.allocatable, self.estimator)

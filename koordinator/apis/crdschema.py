@@ -45,7 +45,7 @@ import warnings
 from decimal import Decimal
 from typing import Any, Callable
 
-from koordinator.apiserver.errors import cause, required
+from koordinator.apis.field_causes import cause, required
 
 Obj = dict[str, Any]
 Cause = dict[str, str]

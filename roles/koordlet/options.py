@@ -1,0 +1,44 @@
+"""The koordlet's own flags (:func:`roles.koordlet.add_flags`) as one typed value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class KoordletOptions:
+    """The koordlet's flags, by ``dest``; ``options.role_options`` of a koordlet's ``RuntimeOptions``.
+
+    Durations are in seconds, sizes in bytes. ``check_options`` sets the fields a ``--config`` document
+    has keys for, where the command line gave no flag (:func:`roles.koordlet.config.apply`).
+    """
+
+    proc_root: str
+    sys_root: str
+    cgroup_root: str
+    #: ``auto``, ``systemd`` or ``cgroupfs``.
+    cgroup_driver: str
+    run_dir: str
+    #: Empty: the node's pods come through the API server.
+    kubelet_addr: str
+    kubelet_sync_interval: float
+    kubelet_sync_timeout: float
+    collect_res_used_interval: float
+    collect_node_cpu_info_interval: float
+    collect_sys_metric_outdated_interval: float
+    node_topology_sync_interval: float
+    enable_node_metric_report: bool
+    #: None: the NodeMetric spec's reportIntervalSeconds.
+    report_interval: float | None
+    tsdb_retention_duration: float
+    tsdb_max_bytes: int
+    #: Empty: RUN_DIR/prediction-checkpoints.
+    prediction_checkpoint_filepath: str
+    prediction_cold_start_duration: float
+    prediction_safety_margin_percent: int
+    prediction_memory_histogram_decay_halflife: float
+    prediction_cpu_histogram_decay_halflife: float
+    prediction_training_interval: float
+    prediction_model_expiration_duration: float
+    prediction_model_checkpoint_interval: float
+    prediction_model_checkpoint_max_per_step: int
