@@ -18,7 +18,7 @@ from typing import Any
 
 from koordinator import __version__
 from koordinator.runtime.options import RuntimeOptions, port, positive_int
-from roles import ROLE_PACKAGES
+from koordinator_roles import ROLE_PACKAGES
 
 # The role names; ``koordinator.runtime.options.ROLES`` is the same tuple. cli imports the runtime only
 # for the role path, so that ``koordinator apiserver`` starts without loading the client stack.
@@ -189,7 +189,7 @@ def _make_runtime(options: Any) -> Any:
 
 def run_role(role: str, argv: list[str]) -> int:
     """Parse the role's flags, then register the role on a Runtime and run it until SIGTERM/SIGINT."""
-    import roles
+    import koordinator_roles as roles
     from koordinator.runtime.options import OptionsError
 
     module = roles.load(role)

@@ -55,9 +55,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-import roles
+import koordinator_roles as roles
 from koordinator.runtime.options import NODE_ROLES, parse_duration, port
-from roles import LocalContext, LocalSetup, SimulatedNode
+from koordinator_roles import LocalContext, LocalSetup, SimulatedNode
 
 log = logging.getLogger("koordinator.local")
 

@@ -1,6 +1,6 @@
 """One package per role, and the contract between a role package and the code that runs it.
 
-A role package (``roles.manager``, ``roles.scheduler`` ...) exposes:
+A role package (``koordinator_roles.manager``, ``koordinator_roles.scheduler`` ...) exposes:
 
 ``register(runtime, options)`` (required; the CLI calls ``check_options`` first, when there is one)
     Adds the role's controllers, webhooks and runnables to the
@@ -50,12 +50,12 @@ if TYPE_CHECKING:
     from koordinator.runtime.client import Client
 
 ROLE_PACKAGES = {
-    "manager": "roles.manager",
-    "scheduler": "roles.scheduler",
-    "koordlet": "roles.koordlet",
-    "descheduler": "roles.descheduler",
-    "device-daemon": "roles.device_daemon",
-    "runtime-proxy": "roles.runtime_proxy",
+    "manager": "koordinator_roles.manager",
+    "scheduler": "koordinator_roles.scheduler",
+    "koordlet": "koordinator_roles.koordlet",
+    "descheduler": "koordinator_roles.descheduler",
+    "device-daemon": "koordinator_roles.device_daemon",
+    "runtime-proxy": "koordinator_roles.runtime_proxy",
 }
 
 

@@ -33,12 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 from koordinator.sim.simulator import container_id  # noqa: E402
 from koordinator.sim.tree import CgroupStats, CpuTimes, Memory, NodeTree, Topology  # noqa: E402
-from roles.koordlet.metriccache import MetricCache, Sample  # noqa: E402
-from roles.koordlet.metriccache import kinds  # noqa: E402
-from roles.koordlet.metricsadvisor import MetricsAdvisor  # noqa: E402
-from roles.koordlet.statesinformer.states import pod_meta  # noqa: E402
-from roles.koordlet.system.cgroup import detect_layout  # noqa: E402
-from roles.koordlet.system.paths import HostPaths  # noqa: E402
+from koordinator_roles.koordlet.metriccache import MetricCache, Sample  # noqa: E402
+from koordinator_roles.koordlet.metriccache import kinds  # noqa: E402
+from koordinator_roles.koordlet.metricsadvisor import MetricsAdvisor  # noqa: E402
+from koordinator_roles.koordlet.statesinformer.states import pod_meta  # noqa: E402
+from koordinator_roles.koordlet.system.cgroup import detect_layout  # noqa: E402
+from koordinator_roles.koordlet.system.paths import HostPaths  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20

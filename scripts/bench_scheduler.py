@@ -105,13 +105,13 @@ def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool,
     import yaml
 
     from koordinator.runtime.runtime import freeze_long_lived_objects
-    from roles.scheduler import config as cfg
-    from roles.scheduler.cache import SchedulerCache
-    from roles.scheduler.framework.handle import PluginHandle
-    from roles.scheduler.framework.runtime import Framework
-    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
-    from roles.scheduler.queue import SchedulingQueue
-    from roles.scheduler.scheduler import Scheduler
+    from koordinator_roles.scheduler import config as cfg
+    from koordinator_roles.scheduler.cache import SchedulerCache
+    from koordinator_roles.scheduler.framework.handle import PluginHandle
+    from koordinator_roles.scheduler.framework.runtime import Framework
+    from koordinator_roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+    from koordinator_roles.scheduler.queue import SchedulingQueue
+    from koordinator_roles.scheduler.scheduler import Scheduler
 
     registry = in_tree_registry()
     config = cfg.parse(yaml.safe_load(config_text(loadaware)), registry_names=set(registry.names()),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import roles.koordlet as koordlet
+import koordinator_roles.koordlet as koordlet
 from koordinator.runtime.client import Client
 from koordinator.runtime.informer import InformerFactory
 from koordinator.sim.simulator import NodeSimulator

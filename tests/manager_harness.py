@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import roles.manager as manager
+import koordinator_roles.manager as manager
 from koordinator.local import free_port
 from tests.role_harness import InProcessRole
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import roles.scheduler as scheduler_role
-from roles.scheduler.wiring import build
+import koordinator_roles.scheduler as scheduler_role
+from koordinator_roles.scheduler.wiring import build
 from tests.role_harness import InProcessRole
 
 #: The namespace the scheduler tests' pods live in (each test has a server of its own).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.scheduler.scheduler import Scheduler
+from koordinator_roles.scheduler.scheduler import Scheduler
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-import roles
+import koordinator_roles as roles
 from koordinator import cli
 from koordinator.runtime import options as opts
 from koordinator.runtime.options import (
@@ -228,14 +228,14 @@ def register(runtime, options):
 
 @pytest.fixture
 def fake_role(tmp_path, monkeypatch):
-    """A `roles.descheduler` package of the test's own (a role this build lacks so far; roles.__path__ gets the temp dir)."""
+    """A `koordinator_roles.descheduler` package of the test's own (a role this build lacks so far; roles.__path__ gets the temp dir)."""
     pkg = tmp_path / "fake_roles" / "descheduler"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(FAKE_ROLE)
     monkeypatch.setattr(roles, "__path__", [*roles.__path__, str(tmp_path / "fake_roles")])
-    monkeypatch.delitem(sys.modules, "roles.descheduler", raising=False)
+    monkeypatch.delitem(sys.modules, "koordinator_roles.descheduler", raising=False)
     yield
-    sys.modules.pop("roles.descheduler", None)
+    sys.modules.pop("koordinator_roles.descheduler", None)
 
 
 class FakeRuntime:
@@ -258,7 +258,7 @@ def test_implemented_role_is_registered_and_run(fake_role, monkeypatch, capsys):
     code, _, err = run_main(["--role=descheduler", "--greeting=hi", "--feature-gates=A=true,B=false",
                              "--feature-gates", "B=true", "--leader-elect", "--metrics-addr=0"], capsys)
     assert code == 7, err
-    module = sys.modules["roles.descheduler"]
+    module = sys.modules["koordinator_roles.descheduler"]
     ((runtime, options),) = module.CALLS
     assert runtime.ran and runtime.options is options
     assert options.role_options == module.Options(greeting="hi")
@@ -281,7 +281,7 @@ def test_register_failure_exits_1_and_stops_the_runtime(fake_role, monkeypatch, 
         return made[-1]
 
     monkeypatch.setattr(cli, "_make_runtime", make)
-    import roles.descheduler as module
+    import koordinator_roles.descheduler as module
 
     def broken(runtime, options):
         raise RuntimeError("cannot register")
@@ -304,7 +304,7 @@ def test_runtime_that_cannot_be_built_is_one_line(fake_role, monkeypatch, capsys
 
 def test_role_flags_and_options_fields_must_match(fake_role, monkeypatch):
     """A role's flags reach register only through its Options: a flag with nowhere to go is the role's mistake."""
-    import roles.descheduler as module
+    import koordinator_roles.descheduler as module
 
     @dataclass
     class TooFew:
@@ -320,7 +320,7 @@ def test_role_flags_and_options_fields_must_match(fake_role, monkeypatch):
 
 WRAPPER = textwrap.dedent('''
     import sys
-    import roles
+    import koordinator_roles as roles
     roles.__path__.append(sys.argv.pop(1))
     from koordinator.cli import main
     sys.exit(main(sys.argv[1:]))

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metriccache.store import MetricCache
-from roles.koordlet.metricsadvisor import MetricsAdvisor
-from roles.koordlet.metricsadvisor.framework import Baselines, WarnOncePerKey
-from roles.koordlet.system import CgroupLayout, HostPaths, detect_layout, host_application_dir, procfs
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metriccache.store import MetricCache
+from koordinator_roles.koordlet.metricsadvisor import MetricsAdvisor
+from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, WarnOncePerKey
+from koordinator_roles.koordlet.system import CgroupLayout, HostPaths, detect_layout, host_application_dir, procfs
 from tests.waiting import wait_until
 
 MiB = 1 << 20

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-import roles.koordlet as koordlet
+import koordinator_roles.koordlet as koordlet
 from koordinator import cli
 from koordinator.apis import schemas
 from koordinator.runtime.options import add_shared_flags
-from roles.koordlet import config
-from roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet import config
+from koordinator_roles.koordlet.metriccache import kinds
 from tests.koordlet_harness import InProcessKoordlet, Simulator
 from tests.test_koordlet_role import run_main
 from tests.waiting import wait_until

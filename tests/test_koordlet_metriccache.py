@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from roles.koordlet.metriccache import EmptySeriesError, MetricCache, MetricCacheError, Sample, Series
-from roles.koordlet.metriccache import aggregate as agg
-from roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metriccache import EmptySeriesError, MetricCache, MetricCacheError, Sample, Series
+from koordinator_roles.koordlet.metriccache import aggregate as agg
+from koordinator_roles.koordlet.metriccache import kinds
 from tests.waiting import wait_until
 
 T0 = 1_700_000_000.0
@@ -511,7 +511,7 @@ def test_corruption_found_while_running_moves_the_file_aside(tmp_path, caplog):
 
 
 def test_bench_smoke():
-    from roles.koordlet.metriccache.bench import bench
+    from koordinator_roles.koordlet.metriccache.bench import bench
 
     r = bench(pods=3, containers=2, rounds=5, gc_every=2)
     assert r["points_per_round"] == 9 + 3 * 6 and r["db"]["points"] == 5 * r["points_per_round"]

@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from roles.koordlet.metriccache import MetricCache, Sample
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.prediction import PeakPredictor, PredictionError
-from roles.koordlet.prediction.histogram import CheckpointError, DecayingHistogram, ExponentialOptions
-from roles.koordlet.prediction.models import CPU_OPTIONS, MEMORY_OPTIONS, Model
-from roles.koordlet.prediction import reclaimable
+from koordinator_roles.koordlet.metriccache import MetricCache, Sample
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.prediction import PeakPredictor, PredictionError
+from koordinator_roles.koordlet.prediction.histogram import CheckpointError, DecayingHistogram, ExponentialOptions
+from koordinator_roles.koordlet.prediction.models import CPU_OPTIONS, MEMORY_OPTIONS, Model
+from koordinator_roles.koordlet.prediction import reclaimable
 
 GiB = 1 << 30
 MiB = 1 << 20

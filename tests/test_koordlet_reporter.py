@@ -15,15 +15,15 @@ import pytest
 from koordinator.runtime.client import Client
 from koordinator.runtime.errors import AlreadyExists, NotFound
 from koordinator.runtime.informer import InformerFactory
-from roles.koordlet.metriccache import MetricCache, Sample
-from roles.koordlet.metriccache import kinds as k
-from roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
-from roles.koordlet.statesinformer.device_reporter import DeviceReporter, label_value
-from roles.koordlet.statesinformer.kubelet import KubeletClient
-from roles.koordlet.statesinformer.nodemetric_reporter import NodeMetricReporter, cpu_quantity, memory_quantity
-from roles.koordlet.statesinformer.nrt_reporter import NodeTopologyReporter, topology_policies
-from roles.koordlet.statesinformer.nvml import discover_gpus, sysfs_bus_id
-from roles.koordlet.statesinformer.states import StatesInformer
+from koordinator_roles.koordlet.metriccache import MetricCache, Sample
+from koordinator_roles.koordlet.metriccache import kinds as k
+from koordinator_roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
+from koordinator_roles.koordlet.statesinformer.device_reporter import DeviceReporter, label_value
+from koordinator_roles.koordlet.statesinformer.kubelet import KubeletClient
+from koordinator_roles.koordlet.statesinformer.nodemetric_reporter import NodeMetricReporter, cpu_quantity, memory_quantity
+from koordinator_roles.koordlet.statesinformer.nrt_reporter import NodeTopologyReporter, topology_policies
+from koordinator_roles.koordlet.statesinformer.nvml import discover_gpus, sysfs_bus_id
+from koordinator_roles.koordlet.statesinformer.states import StatesInformer
 from tests.test_koordlet_states import LAYOUT, NS, SLO, FakeKubelet, make_node, make_pod, unique
 from tests.waiting import wait_until
 

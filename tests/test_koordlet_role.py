@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from koordinator import cli
-from roles.koordlet import features
+from koordinator_roles.koordlet import features
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str]:

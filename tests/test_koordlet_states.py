@@ -16,11 +16,11 @@ from koordinator.apis.nodeslo_defaults import default_node_slo_spec
 from koordinator.runtime.client import Client
 from koordinator.runtime.errors import AlreadyExists
 from koordinator.runtime.informer import InformerFactory
-from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError, parse_kubelet_addr, poll_pods
-from roles.koordlet.statesinformer.nodemetric_spec import aggregate_durations, merge_node_metric_spec
-from roles.koordlet.statesinformer.nodeslo import merge_node_slo_spec
-from roles.koordlet.statesinformer.states import PodMeta, StatesInformer, pod_meta
-from roles.koordlet.system.cgroup import CgroupLayout
+from koordinator_roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError, parse_kubelet_addr, poll_pods
+from koordinator_roles.koordlet.statesinformer.nodemetric_spec import aggregate_durations, merge_node_metric_spec
+from koordinator_roles.koordlet.statesinformer.nodeslo import merge_node_slo_spec
+from koordinator_roles.koordlet.statesinformer.states import PodMeta, StatesInformer, pod_meta
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout
 from tests.waiting import wait_until
 
 NS = "koordlet"

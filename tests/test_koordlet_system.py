@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from roles.koordlet.system import CgroupLayout, HostPaths, SystemFileError, detect_layout, host_application_dir
-from roles.koordlet.system import procfs, sysfs
-from roles.koordlet.system.cgroup import parse_container_id
-from roles.koordlet.system.cgroupfs import CgroupReader, parse_numa_stat_v1, parse_numa_stat_v2
-from roles.koordlet.system.fileio import read_bytes
+from koordinator_roles.koordlet.system import CgroupLayout, HostPaths, SystemFileError, detect_layout, host_application_dir
+from koordinator_roles.koordlet.system import procfs, sysfs
+from koordinator_roles.koordlet.system.cgroup import parse_container_id
+from koordinator_roles.koordlet.system.cgroupfs import CgroupReader, parse_numa_stat_v1, parse_numa_stat_v2
+from koordinator_roles.koordlet.system.fileio import read_bytes
 
 UID = "0b6f3a1c-2d4e-4f5a-8b9c-112233445566"
 UID_ = UID.replace("-", "_")

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-import roles
+import koordinator_roles as roles
 from koordinator import defaults, local
 from koordinator.local import ChildProcess, LocalCluster, LocalConfig, stop_children
 from koordinator.runtime.client import Client
-from roles.koordlet.local import REPORT_INTERVAL
+from koordinator_roles.koordlet.local import REPORT_INTERVAL
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
@@ -475,9 +475,9 @@ def test_local_defaults_are_the_manifests():
 
 
 def test_the_scheduler_config_serves_both_names_with_the_default_plugins():
-    from roles.scheduler import config as cfg
-    from roles.scheduler.local import scheduler_config
-    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+    from koordinator_roles.scheduler import config as cfg
+    from koordinator_roles.scheduler.local import scheduler_config
+    from koordinator_roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
     kwargs = dict(registry_names=set(in_tree_registry().names()), not_implemented=NOT_IMPLEMENTED)
     parsed = cfg.parse(scheduler_config(), **kwargs)

@@ -16,8 +16,8 @@ import yaml
 
 from koordinator.apis import quantity
 from koordinator.local import free_port
-from roles.manager.local import ensure_webhooks as ensure_manager_webhooks
-from roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
+from koordinator_roles.manager.local import ensure_webhooks as ensure_manager_webhooks
+from koordinator_roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
 from tests.apiserver_process import ApiServerProcess
 from tests.manager_harness import InProcessManager
 from tests.waiting import wait_until

@@ -1,4 +1,4 @@
-"""Self-managed webhook certificates (roles.manager.certs) against the embedded API server."""
+"""Self-managed webhook certificates (koordinator_roles.manager.certs) against the embedded API server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cryptography import x509
 
 from koordinator.runtime import errors
 from koordinator.runtime.webhook import WebhookServer, allowed
-from roles.manager.certs import (CA_CERT, CA_KEY, SERVER_CERT, SERVER_CERT2, SERVER_KEY, SERVER_KEY2, Artifacts,
+from koordinator_roles.manager.certs import (CA_CERT, CA_KEY, SERVER_CERT, SERVER_CERT2, SERVER_KEY, SERVER_KEY2, Artifacts,
                                  CertConfig, CertError, CertManager, serving_problem)
 from tests.waiting import wait_until
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from koordinator.apis import quantity
-from roles.manager.noderesource import (
+from koordinator_roles.manager.noderesource import (
     DISABLED_MESSAGE,
     PLUGINS,
     NodeResource,
@@ -20,8 +20,8 @@ from roles.manager.noderesource import (
     needs_status_sync,
     prepare,
 )
-from roles.manager.noderesource import batch, mid
-from roles.manager.noderesource.framework import go_float
+from koordinator_roles.manager.noderesource import batch, mid
+from koordinator_roles.manager.noderesource.framework import go_float
 
 G = 10**9
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z

@@ -1,4 +1,4 @@
-"""NodeSLO and NodeMetric specs from the merged slo-controller-config (roles.manager.nodeslo / nodemetric).
+"""NodeSLO and NodeMetric specs from the merged slo-controller-config (koordinator_roles.manager.nodeslo / nodemetric).
 
 Expected values are hand-computed from reference B.3.2 and B.4: each strategy is the first matching
 node strategy else the cluster strategy (both already merged on Koordinator's defaults).
@@ -11,9 +11,9 @@ import json
 import pytest
 
 from koordinator.apis.schemas import validate_object
-from roles.manager.nodemetric import default_node_metric_spec, node_metric_spec
-from roles.manager.nodeslo import node_slo_spec
-from roles.manager.sloconfig import ManagerConfig, parse_slo_controller_config
+from koordinator_roles.manager.nodemetric import default_node_metric_spec, node_metric_spec
+from koordinator_roles.manager.nodeslo import node_slo_spec
+from koordinator_roles.manager.sloconfig import ManagerConfig, parse_slo_controller_config
 
 
 def cm(**data):

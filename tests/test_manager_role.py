@@ -9,7 +9,7 @@ import pytest
 
 from koordinator.runtime.client import Client
 from koordinator.runtime.errors import NotFound
-from roles.manager import enabled_controllers, noderesource_plugins
+from koordinator_roles.manager import enabled_controllers, noderesource_plugins
 from tests.manager_harness import SYSTEM_NAMESPACE, manager_process
 from tests.waiting import wait_until
 

@@ -1,4 +1,4 @@
-"""slo-controller-config -> ManagerConfig (roles.manager.sloconfig): pure functions, hand-computed values."""
+"""slo-controller-config -> ManagerConfig (koordinator_roles.manager.sloconfig): pure functions, hand-computed values."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles.manager.sloconfig import (
+from koordinator_roles.manager.sloconfig import (
     DEFAULT_COLOCATION_STRATEGY,
     SLO_CONFIG_KEYS,
     ManagerConfig,

@@ -1,4 +1,4 @@
-"""/validate-configmap (roles.manager.webhooks.configmap_validating): slo-controller-config checks.
+"""/validate-configmap (koordinator_roles.manager.webhooks.configmap_validating): slo-controller-config checks.
 
 Expected texts are Koordinator's ``___{json}___`` errors (reference B.2.11), built by hand.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from roles.manager.webhooks import StaticListers
-from roles.manager.webhooks.configmap_validating import ConfigMapValidatingHandler, virtual_nodes
+from koordinator_roles.manager.webhooks import StaticListers
+from koordinator_roles.manager.webhooks.configmap_validating import ConfigMapValidatingHandler, virtual_nodes
 
 NS, NAME = "koordinator-system", "slo-controller-config"
 

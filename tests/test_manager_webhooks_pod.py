@@ -1,4 +1,4 @@
-"""The pod webhooks' decisions (roles.manager.webhooks): /mutate-pod and /validate-pod.
+"""The pod webhooks' decisions (koordinator_roles.manager.webhooks): /mutate-pod and /validate-pod.
 
 Handlers are called with AdmissionReview request dicts and StaticListers; expected values are
 computed by hand from the reference (B.6.1, B.6.2), the arithmetic noted beside each.
@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from roles.manager.webhooks import StaticListers, register_webhooks
-from roles.manager.webhooks.pod_mutating import PodMutatingHandler, probability_percent
-from roles.manager.webhooks.pod_validating import PodValidatingHandler
-from roles.manager.webhooks.smp import strategic_merge
+from koordinator_roles.manager.webhooks import StaticListers, register_webhooks
+from koordinator_roles.manager.webhooks.pod_mutating import PodMutatingHandler, probability_percent
+from koordinator_roles.manager.webhooks.pod_validating import PodValidatingHandler
+from koordinator_roles.manager.webhooks.smp import strategic_merge
 
 ERS = "node.koordinator.sh/extended-resource-spec"
 QOS = "koordinator.sh/qosClass"

@@ -1,4 +1,4 @@
-"""The ElasticQuota webhooks (roles.manager.webhooks.elasticquota) and InformerListers.
+"""The ElasticQuota webhooks (koordinator_roles.manager.webhooks.elasticquota) and InformerListers.
 
 Quota tree cases are built by hand from the reference (B.6.3, B.6.4); each message is Koordinator's.
 """
@@ -10,8 +10,8 @@ import uuid
 from koordinator.apis.schemas import crd_manifests
 from koordinator.runtime.errors import AlreadyExists, ApiError
 from koordinator.runtime.informer import InformerFactory
-from roles.manager.webhooks import InformerListers, StaticListers
-from roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
+from koordinator_roles.manager.webhooks import InformerListers, StaticListers
+from koordinator_roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
 from tests.waiting import wait_until
 
 P = "quota.scheduling.koordinator.sh/"

@@ -17,7 +17,7 @@ import yaml
 
 from koordinator.apis.config_documents import documents_of, validate_configmap
 from koordinator.apis.schemas import crd_manifests
-from roles import is_implemented as implemented
+from koordinator_roles import is_implemented as implemented
 from tests.apiserver_process import ApiServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -412,9 +412,9 @@ def test_webhook_configurations(objects: list[Obj]) -> None:
 
 
 def test_webhook_configurations_are_what_the_manager_serves(objects: list[Obj]) -> None:
-    """manifests/webhooks.yaml is roles.manager.webhook_configuration for the default feature gates."""
-    from roles.manager import features
-    from roles.manager.webhook_configuration import webhook_configurations
+    """manifests/webhooks.yaml is koordinator_roles.manager.webhook_configuration for the default feature gates."""
+    from koordinator_roles.manager import features
+    from koordinator_roles.manager.webhook_configuration import webhook_configurations
 
     index = _by_kind_name(objects)
     for expected in webhook_configurations(features.GATES):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from koordinator.runtime.store import Indexer, namespace_index
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import (SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import (SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins import interpodaffinity, podtopologyspread
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins import interpodaffinity, podtopologyspread
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -8,12 +8,12 @@ import random
 import numpy as np
 import pytest
 
-from roles.scheduler.cache import SchedulerCache
-from roles.scheduler.framework.rowmemo import ClassMemo
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import CycleState
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins import noderesources
+from koordinator_roles.scheduler.cache import SchedulerCache
+from koordinator_roles.scheduler.framework.rowmemo import ClassMemo
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import CycleState
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins import noderesources
 
 
 def node(name: str, cpu: str, memory: str) -> dict:

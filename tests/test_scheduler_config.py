@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roles.scheduler import config as c
-from roles.scheduler.config import ConfigError, PluginRef
+from koordinator_roles.scheduler import config as c
+from koordinator_roles.scheduler.config import ConfigError, PluginRef
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = yaml.safe_load(yaml.safe_load((REPO / "tests/data/koordinator-scheduler-config.yaml").read_text())

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from koordinator.runtime.informer import DeletedFinalStateUnknown
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.interfaces import ClusterEvent
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import UNSCHEDULABLE, CycleState
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins import loadaware
-from roles.scheduler.plugins.loadaware.args import parse_args
-from roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import ClusterEvent
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins import loadaware
+from koordinator_roles.scheduler.plugins.loadaware.args import parse_args
+from koordinator_roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
 
 GI = 1024 ** 3
 MI = 1024 ** 2
@@ -744,8 +744,8 @@ def test_batch_and_per_node_agree_random():
 def test_room_boundary_matches_koordinator_formula():
     # Filter compares the estimate with a precomputed room; the boundary must be exactly where
     # round(total / allocatable * 100) > threshold flips, for large and small allocatables.
-    from roles.scheduler.plugins.loadaware.args import go_round
-    from roles.scheduler.plugins.loadaware.rows import failing_total
+    from koordinator_roles.scheduler.plugins.loadaware.args import go_round
+    from koordinator_roles.scheduler.plugins.loadaware.rows import failing_total
     rng = random.Random(3)
     thr = [rng.randint(1, 100) for _ in range(300)] + [65, 65]
     alloc = [rng.choice([rng.randint(1, 1000), rng.randint(1, 10 ** 6), rng.randint(1, 10 ** 13)])

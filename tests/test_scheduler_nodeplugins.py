@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.interfaces import PreFilterResult
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import (ERROR, SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import PreFilterResult
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import (ERROR, SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
                                               CycleState)
-from roles.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
-from roles.scheduler.plugins import (defaultbinder, imagelocality, nodeaffinity, nodename, nodeports,
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from koordinator_roles.scheduler.plugins import (defaultbinder, imagelocality, nodeaffinity, nodename, nodeports,
                                      noderesources, nodeunschedulable, queuesort, schedulinggates,
                                      tainttoleration)
 

@@ -12,17 +12,17 @@ from koordinator.runtime.errors import AlreadyExists, NotFound
 from koordinator.runtime.client import Client
 from koordinator.runtime.events import EventRecorder
 from koordinator.runtime.informer import InformerFactory
-from roles.scheduler.framework.diagnosis import Diagnosis
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.interfaces import FilterPlugin, PreFilterExtensions, PreFilterPlugin
-from roles.scheduler.framework.registry import Registry
-from roles.scheduler.framework.runtime import Framework
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import (SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
+from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import FilterPlugin, PreFilterExtensions, PreFilterPlugin
+from koordinator_roles.scheduler.framework.registry import Registry
+from koordinator_roles.scheduler.framework.runtime import Framework
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import (SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins import defaultpreemption as dp
-from roles.scheduler.plugins import nodeports, tainttoleration
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins import defaultpreemption as dp
+from koordinator_roles.scheduler.plugins import nodeports, tainttoleration
 from tests.waiting import wait_until
 
 # -- builders ----------------------------------------------------------------------------------------

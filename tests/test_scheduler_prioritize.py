@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.interfaces import PreScorePlugin, ScorePlugin
-from roles.scheduler.framework.registry import Registry
-from roles.scheduler.framework.runtime import FilterError, Framework
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import SKIP, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import PreScorePlugin, ScorePlugin
+from koordinator_roles.scheduler.framework.registry import Registry
+from koordinator_roles.scheduler.framework.runtime import FilterError, Framework
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import SKIP, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 POD = PodInfo({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}})
 

@@ -7,11 +7,11 @@ import threading
 import pytest
 from prometheus_client import CollectorRegistry
 
-from roles.scheduler.framework.interfaces import ClusterEvent
-from roles.scheduler.framework.status import Status
-from roles.scheduler.framework.types import PodInfo, QueuedPodInfo
-from roles.scheduler.metrics import SchedulerMetrics
-from roles.scheduler.queue import SchedulingQueue, backoff_duration
+from koordinator_roles.scheduler.framework.interfaces import ClusterEvent
+from koordinator_roles.scheduler.framework.status import Status
+from koordinator_roles.scheduler.framework.types import PodInfo, QueuedPodInfo
+from koordinator_roles.scheduler.metrics import SchedulerMetrics
+from koordinator_roles.scheduler.queue import SchedulingQueue, backoff_duration
 
 WAIT = 10.0  # generous bound for cross-thread waits; never reached when the code works
 

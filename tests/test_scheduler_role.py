@@ -9,9 +9,9 @@ import pytest
 
 from koordinator.runtime.client import Client
 from koordinator.runtime.errors import NotFound
-from roles.scheduler.framework.interfaces import PreBindPlugin
-from roles.scheduler.plugins import in_tree_registry
-from roles.scheduler.framework.registry import Registry
+from koordinator_roles.scheduler.framework.interfaces import PreBindPlugin
+from koordinator_roles.scheduler.plugins import in_tree_registry
+from koordinator_roles.scheduler.framework.registry import Registry
 from tests.scheduler_harness import NS, InProcessScheduler, condition, node, pod
 from tests.waiting import wait_until
 
@@ -219,9 +219,9 @@ def test_shipped_configmap_is_a_working_configuration(tmp_path):
     """manifests/config/koord-scheduler-config.yaml loads, and every profile's plugins build with their args."""
     import yaml
 
-    import roles.scheduler as role
-    from roles.scheduler.framework.handle import PluginHandle
-    from roles.scheduler.framework.runtime import Framework
+    import koordinator_roles.scheduler as role
+    from koordinator_roles.scheduler.framework.handle import PluginHandle
+    from koordinator_roles.scheduler.framework.runtime import Framework
 
     path = Path(__file__).resolve().parents[1] / "manifests" / "config" / "koord-scheduler-config.yaml"
     document = yaml.safe_load(path.read_text())["data"]["koord-scheduler-config"]

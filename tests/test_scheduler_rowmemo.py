@@ -7,13 +7,13 @@ import random
 
 import numpy as np
 
-from roles.scheduler.cache import SchedulerCache
-from roles.scheduler.framework.rowchanges import NODE_OBJECTS, ROW_WRITES, ChangeCursor
-from roles.scheduler.framework.rowmemo import NodeMemo
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import CycleState
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins import imagelocality, nodeaffinity, tainttoleration
+from koordinator_roles.scheduler.cache import SchedulerCache
+from koordinator_roles.scheduler.framework.rowchanges import NODE_OBJECTS, ROW_WRITES, ChangeCursor
+from koordinator_roles.scheduler.framework.rowmemo import NodeMemo
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import CycleState
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins import imagelocality, nodeaffinity, tainttoleration
 
 
 def node(rng: random.Random, name: str) -> dict:

@@ -9,14 +9,14 @@ import random
 import numpy as np
 import pytest
 
-from roles.scheduler.framework.diagnosis import Diagnosis
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.interfaces import BatchFilterResult, Failure, FilterPlugin
-from roles.scheduler.framework.registry import Registry
-from roles.scheduler.framework.runtime import Framework, num_feasible_nodes_to_find
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import BatchFilterResult, Failure, FilterPlugin
+from koordinator_roles.scheduler.framework.registry import Registry
+from koordinator_roles.scheduler.framework.runtime import Framework, num_feasible_nodes_to_find
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from tests.test_scheduler_preemption import make_profile
 
 

@@ -103,8 +103,8 @@ class ConfigSchema:
 
 
 def schema_root() -> Path:
-    """The ``schemas`` directory (a package, so it ships inside wheels and images)."""
-    return Path(str(resources.files("schemas")))
+    """The ``schemas`` folder, installed as the package ``koordinator_schemas`` (so it ships inside wheels and images)."""
+    return Path(str(resources.files("koordinator_schemas")))
 
 
 _FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -2,17 +2,17 @@
 
 Modules, each on the Runtime of ``koordinator --role=koordlet --node-name=N``:
 
-- :mod:`roles.koordlet.statesinformer`: the Node, the pods on it (from the kubelet's ``/pods`` with
+- :mod:`koordinator_roles.koordlet.statesinformer`: the Node, the pods on it (from the kubelet's ``/pods`` with
   ``--kubelet-addr``, else through the API), its NodeSLO and NodeMetric; the NodeMetric status,
   NodeResourceTopology and (gate ``Accelerators``) Device reporters.
-- :mod:`roles.koordlet.metricsadvisor`: collectors reading ``/proc``, sysfs and cgroups (v1 and v2,
+- :mod:`koordinator_roles.koordlet.metricsadvisor`: collectors reading ``/proc``, sysfs and cgroups (v1 and v2,
   systemd and cgroupfs drivers) under ``--proc-root``, ``--sys-root`` and ``--cgroup-root``.
-- :mod:`roles.koordlet.metriccache`: the time series and node facts, an SQLite file under
+- :mod:`koordinator_roles.koordlet.metriccache`: the time series and node facts, an SQLite file under
   ``--run-dir`` that survives a restart, bounded by ``--tsdb-retention-duration`` and ``--tsdb-max-bytes``.
-- :mod:`roles.koordlet.prediction`: peak prediction (prod reclaimable resources).
+- :mod:`koordinator_roles.koordlet.prediction`: peak prediction (prod reclaimable resources).
 
 Flags keep Koordinator's names and defaults (reference A.2) where Koordinator has them. ``--config``
-names a koordlet-config document whose keys are those flags in camelCase (:mod:`roles.koordlet.config`):
+names a koordlet-config document whose keys are those flags in camelCase (:mod:`koordinator_roles.koordlet.config`):
 read at start, flags given on the command line win.
 """
 
@@ -24,9 +24,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roles.koordlet import features
-from roles.koordlet.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
-from roles.koordlet.options import KoordletOptions
+from koordinator_roles.koordlet import features
+from koordinator_roles.koordlet.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from koordinator_roles.koordlet.options import KoordletOptions
 
 if TYPE_CHECKING:
     from koordinator.runtime.options import RuntimeOptions
@@ -118,7 +118,7 @@ def check_options(options: RuntimeOptions[KoordletOptions]) -> None:
 
     With ``--config`` the document's values go into ``options`` where the command line gave no flag.
     """
-    from roles.koordlet import config
+    from koordinator_roles.koordlet import config
 
     features.resolve(options.feature_gates)
     names = config.apply(config.load(options.config), options) if options.config else {}
@@ -173,7 +173,7 @@ def _read_config_at_start(runtime: Any, options: RuntimeOptions[KoordletOptions]
     check_options applied the document before logging was set up; it is read again here (a small file)
     for the log lines and as the baseline a change is compared with.
     """
-    from roles.koordlet import config
+    from koordinator_roles.koordlet import config
 
     cfg = config.load(options.config)
     config.log_start(cfg, options)
@@ -182,14 +182,14 @@ def _read_config_at_start(runtime: Any, options: RuntimeOptions[KoordletOptions]
 
 def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> KoordletParts:
     """Build the koordlet's modules on ``runtime`` (reference A.1 start order: states, then collectors)."""
-    from roles.koordlet.metriccache import MetricCache
-    from roles.koordlet.metrics import KoordletCollector, round_duration
-    from roles.koordlet.metricsadvisor import MetricsAdvisor
-    from roles.koordlet.prediction import PeakPredictor
-    from roles.koordlet.statesinformer import (DeviceReporter, KubeletClient, NodeMetricReporter,
+    from koordinator_roles.koordlet.metriccache import MetricCache
+    from koordinator_roles.koordlet.metrics import KoordletCollector, round_duration
+    from koordinator_roles.koordlet.metricsadvisor import MetricsAdvisor
+    from koordinator_roles.koordlet.prediction import PeakPredictor
+    from koordinator_roles.koordlet.statesinformer import (DeviceReporter, KubeletClient, NodeMetricReporter,
                                                NodeTopologyReporter, StatesInformer)
-    from roles.koordlet.system.cgroup import detect_layout
-    from roles.koordlet.system.paths import HostPaths
+    from koordinator_roles.koordlet.system.cgroup import detect_layout
+    from koordinator_roles.koordlet.system.paths import HostPaths
 
     opts = options.role_options
     if options.config:

@@ -176,7 +176,7 @@ def watch(runtime: Any, path: str, in_force: KoordletConfig) -> Any:
 def flag_actions(role: str) -> dict[str, argparse.Action]:
     """The role's flags (shared ones included) by ``dest``, defined as the command line defines them."""
     from koordinator.runtime.options import add_shared_flags
-    from roles.koordlet import add_flags
+    from koordinator_roles.koordlet import add_flags
 
     parser = argparse.ArgumentParser(add_help=False)
     add_shared_flags(parser, role)
@@ -215,7 +215,7 @@ def _set(options: Any, dest: str, value: Any) -> None:
 
 def _merge_gates(cfg: KoordletConfig, options: Any) -> None:
     """``featureGates`` under ``--feature-gates``: a gate the command line names keeps its value."""
-    from roles.koordlet import features
+    from koordinator_roles.koordlet import features
 
     gates = cfg.written.get(FEATURE_GATES) or {}
     features.resolve(gates, source=cfg.where(FEATURE_GATES))  # every gate, as for the other keys

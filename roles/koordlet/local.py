@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from roles import LocalContext, LocalSetup
+from koordinator_roles import LocalContext, LocalSetup
 
 log = logging.getLogger("koordinator.koordlet")
 

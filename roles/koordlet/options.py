@@ -1,4 +1,4 @@
-"""The koordlet's own flags (:func:`roles.koordlet.add_flags`) as one typed value."""
+"""The koordlet's own flags (:func:`koordinator_roles.koordlet.add_flags`) as one typed value."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ class KoordletOptions:
     """The koordlet's flags, by ``dest``; ``options.role_options`` of a koordlet's ``RuntimeOptions``.
 
     Durations are in seconds, sizes in bytes. ``check_options`` sets the fields a ``--config`` document
-    has keys for, where the command line gave no flag (:func:`roles.koordlet.config.apply`).
+    has keys for, where the command line gave no flag (:func:`koordinator_roles.koordlet.config.apply`).
     """
 
     proc_root: str

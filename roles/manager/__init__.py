@@ -1,11 +1,11 @@
 """Role ``manager`` (koord-manager): SLO controllers, colocation resources and admission webhooks.
 
 - Leader-elected controllers (Lease ``koordinator-manager``): ``nodemetric``, ``nodeslo`` and
-  ``noderesource`` (:mod:`roles.manager.controllers`), all driven by the ``slo-controller-config``
-  ConfigMap read through the API (:mod:`roles.manager.sloconfig_cache`).
+  ``noderesource`` (:mod:`koordinator_roles.manager.controllers`), all driven by the ``slo-controller-config``
+  ConfigMap read through the API (:mod:`koordinator_roles.manager.sloconfig_cache`).
 - On every replica: the TLS admission webhook server (port 9876, ``--webhook-port`` or env
   ``WEBHOOK_PORT``) with the pod, ElasticQuota and (gated) ConfigMap webhooks
-  (:mod:`roles.manager.webhooks`), and the self-managed certificates (:mod:`roles.manager.certs`).
+  (:mod:`koordinator_roles.manager.webhooks`), and the self-managed certificates (:mod:`koordinator_roles.manager.certs`).
 
 Flags and environment variables keep Koordinator's names and defaults (reference B.1).
 """
@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roles.manager import features
-from roles.manager.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
-from roles.manager.options import ManagerOptions
+from koordinator_roles.manager import features
+from koordinator_roles.manager.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from koordinator_roles.manager.options import ManagerOptions
 
 if TYPE_CHECKING:
     from koordinator.runtime.options import RuntimeOptions
@@ -93,7 +93,7 @@ def enabled_controllers(spec: str) -> list[str]:
 def noderesource_plugins(spec: str) -> list[str]:
     """``--noderesource-plugins Name=false,...`` over every plugin (all on by default)."""
     from koordinator.runtime.options import parse_bool
-    from roles.manager import noderesource
+    from koordinator_roles.manager import noderesource
 
     wanted = dict.fromkeys(noderesource.PLUGINS, True)
     for entry in (e.strip() for e in spec.split(",") if e.strip()):
@@ -127,8 +127,8 @@ class ManagerParts:
 
 def register(runtime: Any, options: RuntimeOptions[ManagerOptions]) -> ManagerParts:
     """Add the manager's controllers, webhook server and certificate manager to ``runtime``."""
-    from roles.manager.controllers import NodeResourceController, add_nodemetric_controller, add_nodeslo_controller
-    from roles.manager.sloconfig_cache import SLOConfigCache
+    from koordinator_roles.manager.controllers import NodeResourceController, add_nodemetric_controller, add_nodeslo_controller
+    from koordinator_roles.manager.sloconfig_cache import SLOConfigCache
 
     opts = options.role_options
     # The same checks as check_options (which the CLI runs first): bad values raise here too.
@@ -154,9 +154,9 @@ def register(runtime: Any, options: RuntimeOptions[ManagerOptions]) -> ManagerPa
 
 def _register_webhooks(runtime: Any, opts: ManagerOptions, gates: dict[str, bool]) -> tuple[Any, Any]:
     from koordinator.runtime.webhook import WebhookServer
-    from roles.manager.certs import CertConfig, CertManager
-    from roles.manager.webhooks import register_webhooks
-    from roles.manager.webhooks.listers import InformerListers
+    from koordinator_roles.manager.certs import CertConfig, CertManager
+    from koordinator_roles.manager.webhooks import register_webhooks
+    from koordinator_roles.manager.webhooks.listers import InformerListers
 
     certs = CertManager(runtime.client, CertConfig.from_env(cert_dir=opts.webhook_cert_dir))
     # The server needs its certificate before it can start: one pass now, then the rotation loop.

@@ -1,9 +1,9 @@
 """The manager's SLO controllers: one NodeMetric and one NodeSLO per Node, batch/mid resources on Nodes.
 
 Each is a leader-gated :class:`~koordinator.runtime.controller.Controller` keyed by node name,
-fed by shared informers and by :class:`~roles.manager.sloconfig_cache.SLOConfigCache` (a change of
+fed by shared informers and by :class:`~koordinator_roles.manager.sloconfig_cache.SLOConfigCache` (a change of
 ``slo-controller-config`` re-queues every node). The derivations are pure functions
-(:mod:`roles.manager.nodemetric`, :mod:`roles.manager.nodeslo`, :mod:`roles.manager.noderesource`);
+(:mod:`koordinator_roles.manager.nodemetric`, :mod:`koordinator_roles.manager.nodeslo`, :mod:`koordinator_roles.manager.noderesource`);
 this module only reads the caches and writes the results.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 from koordinator.apis import schemas
 from koordinator.runtime import errors
 from koordinator.runtime.controller import Controller, Result
-from roles.manager import noderesource
-from roles.manager.nodemetric import node_metric_spec
-from roles.manager.nodeslo import node_slo_spec
-from roles.manager.sloconfig import colocation_strategy, cpu_normalization_strategy, resource_amplification_strategy
-from roles.manager.sloconfig_cache import SLOConfigCache
+from koordinator_roles.manager import noderesource
+from koordinator_roles.manager.nodemetric import node_metric_spec
+from koordinator_roles.manager.nodeslo import node_slo_spec
+from koordinator_roles.manager.sloconfig import colocation_strategy, cpu_normalization_strategy, resource_amplification_strategy
+from koordinator_roles.manager.sloconfig_cache import SLOConfigCache
 
 log = logging.getLogger("koordinator.manager")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roles import LocalContext, LocalSetup
+from koordinator_roles import LocalContext, LocalSetup
 
 #: Under ``local``'s data directory: the manager's serving certificate (kept across restarts).
 CERT_DIR = "webhook-certs"
@@ -36,8 +36,8 @@ def ensure_webhooks(client: Any, port: int) -> None:
     manager patches their ``caBundle`` once it has its certificate.
     """
     from koordinator.runtime.errors import AlreadyExists
-    from roles.manager import features
-    from roles.manager.webhook_configuration import SERVICE_NAME, SERVICE_NAMESPACE, webhook_configurations
+    from koordinator_roles.manager import features
+    from koordinator_roles.manager.webhook_configuration import SERVICE_NAME, SERVICE_NAMESPACE, webhook_configurations
 
     service = {"apiVersion": "v1", "kind": "Service",
                "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},

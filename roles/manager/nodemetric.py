@@ -1,6 +1,6 @@
 """The NodeMetric spec of a node (reference B.4): how koordlet collects and reports its metrics.
 
-Pure: :func:`node_metric_spec` reads a :class:`~roles.manager.sloconfig.ManagerConfig` and the
+Pure: :func:`node_metric_spec` reads a :class:`~koordinator_roles.manager.sloconfig.ManagerConfig` and the
 Node and returns the spec the NodeMetric of that node (same name, cluster-scoped) should have.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from roles.manager.sloconfig import (DEFAULT_COLOCATION_STRATEGY, ManagerConfig, colocation_strategy,
+from koordinator_roles.manager.sloconfig import (DEFAULT_COLOCATION_STRATEGY, ManagerConfig, colocation_strategy,
                                      is_colocation_strategy_valid)
 
 Obj = dict[str, Any]

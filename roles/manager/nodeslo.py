@@ -1,6 +1,6 @@
 """The NodeSLO spec of a node (reference B.3.2), from the merged ``slo-controller-config``.
 
-Pure: :func:`node_slo_spec` reads a :class:`~roles.manager.sloconfig.ManagerConfig` and the Node
+Pure: :func:`node_slo_spec` reads a :class:`~koordinator_roles.manager.sloconfig.ManagerConfig` and the Node
 and returns the spec the NodeSLO of that node (same name, cluster-scoped) should have.
 """
 
@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from koordinator.apis import quantity
-from roles.manager.sloconfig import ManagerConfig, first_matching, node_strategy
+from koordinator_roles.manager.sloconfig import ManagerConfig, first_matching, node_strategy
 
 log = logging.getLogger("koordinator.manager.nodeslo")
 

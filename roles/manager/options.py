@@ -1,4 +1,4 @@
-"""koord-manager's own flags (:func:`roles.manager.add_flags`) as one typed value."""
+"""koord-manager's own flags (:func:`koordinator_roles.manager.add_flags`) as one typed value."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 class ManagerOptions:
     """The manager's flags, by ``dest``; ``options.role_options`` of a manager's ``RuntimeOptions``.
 
-    ``controllers`` and ``noderesource_plugins`` stay as written: :func:`roles.manager.enabled_controllers`
-    and :func:`roles.manager.noderesource_plugins` read them, and refuse a bad one naming the flag.
+    ``controllers`` and ``noderesource_plugins`` stay as written: :func:`koordinator_roles.manager.enabled_controllers`
+    and :func:`koordinator_roles.manager.noderesource_plugins` read them, and refuse a bad one naming the flag.
     """
 
     controllers: str

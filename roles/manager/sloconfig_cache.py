@@ -1,7 +1,7 @@
 """The manager's view of ``slo-controller-config``, kept current from a ConfigMap informer.
 
 The ConfigMap is cluster state the manager reads through the API (not a mounted file): every
-change is parsed key by key (:func:`roles.manager.sloconfig.parse_slo_controller_config`); a bad
+change is parsed key by key (:func:`koordinator_roles.manager.sloconfig.parse_slo_controller_config`); a bad
 key is reported — a Warning Event on the ConfigMap, an error log, and
 ``koordinator_config_reloads_total{source="<ns>/<name>",result="error"}`` — and the last good value
 of that key stays in force while the other keys update. Controllers read :meth:`current` and are
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from roles.manager.sloconfig import ManagerConfig, parse_slo_controller_config
+from koordinator_roles.manager.sloconfig import ManagerConfig, parse_slo_controller_config
 
 log = logging.getLogger("koordinator.manager.sloconfig")
 

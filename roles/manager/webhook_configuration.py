@@ -2,7 +2,7 @@
 
 ``manifests/webhooks.yaml`` is these objects for the default feature gates (a test keeps the two
 equal); ``koordinator local`` creates them for its manager. The manager itself only patches their
-``caBundle`` (:mod:`roles.manager.certs`), as Koordinator's does.
+``caBundle`` (:mod:`koordinator_roles.manager.certs`), as Koordinator's does.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from roles.scheduler.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
-from roles.scheduler.options import SchedulerOptions
+from koordinator_roles.scheduler.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
+from koordinator_roles.scheduler.options import SchedulerOptions
 
 if TYPE_CHECKING:
     from koordinator.runtime.options import RuntimeOptions
@@ -41,8 +41,8 @@ def load_configuration(path: str | None, registry: Any = None) -> Any:
 
     ``registry``: the plugins that may be enabled (default: the in-tree ones; tests add their own).
     """
-    from roles.scheduler import config as cfg
-    from roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
+    from koordinator_roles.scheduler import config as cfg
+    from koordinator_roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
     file = _config_file(path) if path else None
     kwargs = dict(registry_names=set((registry or in_tree_registry()).names()), not_implemented=NOT_IMPLEMENTED)
@@ -86,9 +86,9 @@ def check_options(options: RuntimeOptions[SchedulerOptions]) -> None:
     The configuration goes to ``register`` in ``options.role_options.configuration``: loading it is a
     good part of the start-up time, and register then runs what was checked.
     """
-    from roles.scheduler.framework.handle import PluginHandle
-    from roles.scheduler.framework.runtime import Framework
-    from roles.scheduler.plugins import in_tree_registry
+    from koordinator_roles.scheduler.framework.handle import PluginHandle
+    from koordinator_roles.scheduler.framework.runtime import Framework
+    from koordinator_roles.scheduler.plugins import in_tree_registry
 
     opts = options.role_options
     if opts.debug_scores < 0:
@@ -114,7 +114,7 @@ class SchedulerParts:
 
 def register(runtime: Any, options: RuntimeOptions[SchedulerOptions]) -> SchedulerParts:
     """Build the profiles' frameworks, the queue, the cache and the scheduler, and wire the informers."""
-    from roles.scheduler.wiring import build
+    from koordinator_roles.scheduler.wiring import build
 
     opts = options.role_options
     config = opts.configuration if opts.configuration is not None else load_configuration(options.config)

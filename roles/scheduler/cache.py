@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger("koordinator.scheduler.cache")
 

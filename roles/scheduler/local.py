@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from roles import LocalContext, LocalSetup
+from koordinator_roles import LocalContext, LocalSetup
 
 #: The profiles of the scheduler in local: Koordinator's own and kube's.
 PROFILES = ("koord-scheduler", "default-scheduler")
@@ -26,7 +26,7 @@ def local_setup(context: LocalContext) -> LocalSetup:
 def scheduler_config(profiles: tuple[str, ...] = PROFILES) -> dict[str, Any]:
     """The scheduler's KubeSchedulerConfiguration in local: one profile per name in ``profiles``, each
     with the plugins the scheduler uses without ``--config`` (kube's defaults and LoadAwareScheduling)."""
-    from roles.scheduler import config
+    from koordinator_roles.scheduler import config
 
     return {
         "apiVersion": config.API_VERSION,

@@ -1,4 +1,4 @@
-"""koord-scheduler's own flags (:func:`roles.scheduler.add_flags`) as one typed value."""
+"""koord-scheduler's own flags (:func:`koordinator_roles.scheduler.add_flags`) as one typed value."""
 
 from __future__ import annotations
 

@@ -31,10 +31,10 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from roles.scheduler.framework.interfaces import ClusterEvent
-from roles.scheduler.framework.status import Status
-from roles.scheduler.framework.types import PodInfo, QueuedPodInfo
-from roles.scheduler.metrics import SchedulerMetrics
+from koordinator_roles.scheduler.framework.interfaces import ClusterEvent
+from koordinator_roles.scheduler.framework.status import Status
+from koordinator_roles.scheduler.framework.types import PodInfo, QueuedPodInfo
+from koordinator_roles.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
 

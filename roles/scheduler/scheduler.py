@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from koordinator.runtime.errors import ApiError, NotFound
-from roles.scheduler.framework.diagnosis import Diagnosis
-from roles.scheduler.framework.runtime import FilterError, Framework
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import ERROR, SUCCESS, UNSCHEDULABLE, WAIT, CycleState, Status
-from roles.scheduler.framework.types import PodInfo, QueuedPodInfo
+from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+from koordinator_roles.scheduler.framework.runtime import FilterError, Framework
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import ERROR, SUCCESS, UNSCHEDULABLE, WAIT, CycleState, Status
+from koordinator_roles.scheduler.framework.types import PodInfo, QueuedPodInfo
 
 log = logging.getLogger("koordinator.scheduler")
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from roles.scheduler.cache import SchedulerCache
-from roles.scheduler.framework.handle import PluginHandle
-from roles.scheduler.framework.runtime import Framework
-from roles.scheduler.framework.types import PodInfo
-from roles.scheduler.metrics import SchedulerMetrics
-from roles.scheduler.plugins import in_tree_registry
-from roles.scheduler.queue import SchedulingQueue
-from roles.scheduler.scheduler import Scheduler, is_terminal
+from koordinator_roles.scheduler.cache import SchedulerCache
+from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.runtime import Framework
+from koordinator_roles.scheduler.framework.types import PodInfo
+from koordinator_roles.scheduler.metrics import SchedulerMetrics
+from koordinator_roles.scheduler.plugins import in_tree_registry
+from koordinator_roles.scheduler.queue import SchedulingQueue
+from koordinator_roles.scheduler.scheduler import Scheduler, is_terminal
 
 log = logging.getLogger("koordinator.scheduler")
 
@@ -28,7 +28,7 @@ def _node_changed(old: dict, new: dict) -> bool:
 def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str | None = None,
           registry: Any = None) -> Any:
     """Everything the scheduler role registers; ``registry`` defaults to the in-tree plugins (tests add theirs)."""
-    from roles.scheduler import SchedulerParts
+    from koordinator_roles.scheduler import SchedulerParts
 
     registry = registry or in_tree_registry()
     informers = runtime.informers
@@ -161,8 +161,8 @@ def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache
 
 def _reloader(config: Any, frameworks: dict[str, Framework], queue: SchedulingQueue, registry: Any):
     """Apply a new configuration's reloadable parts; anything else waits for a restart (logged)."""
-    from roles.scheduler import config as cfg
-    from roles.scheduler.plugins import NOT_IMPLEMENTED
+    from koordinator_roles.scheduler import config as cfg
+    from koordinator_roles.scheduler.plugins import NOT_IMPLEMENTED
 
     current = {"config": config}
 

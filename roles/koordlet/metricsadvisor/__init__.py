@@ -2,10 +2,10 @@
 host-application and system usage, and of static node facts, feeding the metric cache.
 
 More collectors (BE resource, CPI, PSI, page cache, resctrl, cold pages, devices) plug in as
-:class:`~roles.koordlet.metricsadvisor.framework.Collector` subclasses.
+:class:`~koordinator_roles.koordlet.metricsadvisor.framework.Collector` subclasses.
 """
 
-from roles.koordlet.metricsadvisor.advisor import MetricsAdvisor
-from roles.koordlet.metricsadvisor.framework import Collector, Round, SharedState
+from koordinator_roles.koordlet.metricsadvisor.advisor import MetricsAdvisor
+from koordinator_roles.koordlet.metricsadvisor.framework import Collector, Round, SharedState
 
 __all__ = ["Collector", "MetricsAdvisor", "Round", "SharedState"]

@@ -7,20 +7,20 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from roles.koordlet.metricsadvisor.framework import Baselines, Collector, PodViews, Round, SharedState, WarnOncePerKey
-from roles.koordlet.metricsadvisor.hostapplication import HostApplicationCollector
-from roles.koordlet.metricsadvisor.nodeinfo import NodeInfoCollector
-from roles.koordlet.metricsadvisor.noderesource import NodeResourceCollector
-from roles.koordlet.metricsadvisor.podresource import PodResourceCollector, PodThrottledCollector
-from roles.koordlet.metricsadvisor.systemresource import SystemResourceCollector
-from roles.koordlet.system import procfs
-from roles.koordlet.system.cgroup import CgroupLayout
-from roles.koordlet.system.cgroupfs import CgroupReader
-from roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, Collector, PodViews, Round, SharedState, WarnOncePerKey
+from koordinator_roles.koordlet.metricsadvisor.hostapplication import HostApplicationCollector
+from koordinator_roles.koordlet.metricsadvisor.nodeinfo import NodeInfoCollector
+from koordinator_roles.koordlet.metricsadvisor.noderesource import NodeResourceCollector
+from koordinator_roles.koordlet.metricsadvisor.podresource import PodResourceCollector, PodThrottledCollector
+from koordinator_roles.koordlet.metricsadvisor.systemresource import SystemResourceCollector
+from koordinator_roles.koordlet.system import procfs
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout
+from koordinator_roles.koordlet.system.cgroupfs import CgroupReader
+from koordinator_roles.koordlet.system.paths import HostPaths
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from roles.koordlet.metriccache import MetricCache
-    from roles.koordlet.statesinformer import StatesInformer
+    from koordinator_roles.koordlet.metriccache import MetricCache
+    from koordinator_roles.koordlet.statesinformer import StatesInformer
 
 log = logging.getLogger("koordinator.koordlet.metricsadvisor")
 

@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metriccache.model import Sample
-from roles.koordlet.system.cgroupfs import CgroupReader
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metriccache.model import Sample
+from koordinator_roles.koordlet.system.cgroupfs import CgroupReader
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from roles.koordlet.statesinformer import PodMeta
+    from koordinator_roles.koordlet.statesinformer import PodMeta
 
 
 class Collector:

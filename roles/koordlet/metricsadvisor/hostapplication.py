@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
-from roles.koordlet.system.cgroup import CgroupLayout, host_application_dir
-from roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout, host_application_dir
+from koordinator_roles.koordlet.system.errors import SystemFileError
 
 USAGE_WITH_PAGE_CACHE = "usageWithPageCache"
 

@@ -9,11 +9,11 @@ there is one node 0 holding every CPU and /proc/meminfo's memory.
 
 from __future__ import annotations
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metricsadvisor.framework import Collector, Round
-from roles.koordlet.system import procfs, sysfs
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metricsadvisor.framework import Collector, Round
+from koordinator_roles.koordlet.system import procfs, sysfs
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.paths import HostPaths
 
 
 class NodeInfoCollector(Collector):

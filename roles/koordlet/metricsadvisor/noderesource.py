@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
-from roles.koordlet.system import procfs, sysfs
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
+from koordinator_roles.koordlet.system import procfs, sysfs
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.paths import HostPaths
 
 _NODE = "node"
 

@@ -9,10 +9,10 @@ second), hence the local-variable style.
 
 from __future__ import annotations
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metriccache.model import Sample
-from roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
-from roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metriccache.model import Sample
+from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, Collector, Round, Usage
+from koordinator_roles.koordlet.system.errors import SystemFileError
 
 _POD_KEY = "pod"
 _CONTAINER_KEY = "container"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metricsadvisor.framework import Collector, Round
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metricsadvisor.framework import Collector, Round
 
 
 class SystemResourceCollector(Collector):

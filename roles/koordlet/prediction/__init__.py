@@ -2,7 +2,7 @@
 priority class and for the system, giving the prod reclaimable resources and the prod peak that the
 NodeMetric reporter writes as ``prodReclaimableMetric`` / ``prodPeakMetric``."""
 
-from roles.koordlet.prediction.predictor import PeakPredictor
-from roles.koordlet.prediction.reclaimable import PredictionError
+from koordinator_roles.koordlet.prediction.predictor import PeakPredictor
+from koordinator_roles.koordlet.prediction.reclaimable import PredictionError
 
 __all__ = ["PeakPredictor", "PredictionError"]

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from koordinator.apis import extension
-from roles.koordlet.prediction.histogram import CheckpointError, DecayingHistogram, ExponentialOptions
+from koordinator_roles.koordlet.prediction.histogram import CheckpointError, DecayingHistogram, ExponentialOptions
 
 # The VPA's MinSampleWeight is 0.1 and the epsilon 0.001 of it: old samples added with the minimal
 # weight are still kept.

@@ -16,18 +16,18 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from koordinator.apis import extension
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.prediction import reclaimable
-from roles.koordlet.prediction.checkpoint import CheckpointStore
-from roles.koordlet.prediction.histogram import CheckpointError
-from roles.koordlet.prediction.models import (
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.prediction import reclaimable
+from koordinator_roles.koordlet.prediction.checkpoint import CheckpointStore
+from koordinator_roles.koordlet.prediction.histogram import CheckpointError
+from koordinator_roles.koordlet.prediction.models import (
     KNOWN_PRIORITY_CLASSES, NODE_UID, SYSTEM_UID, Model, node_item_uid, node_item_uids,
 )
-from roles.koordlet.prediction.reclaimable import Amounts, PredictionError
+from koordinator_roles.koordlet.prediction.reclaimable import Amounts, PredictionError
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from roles.koordlet.metriccache import MetricCache
-    from roles.koordlet.statesinformer import StatesInformer
+    from koordinator_roles.koordlet.metriccache import MetricCache
+    from koordinator_roles.koordlet.statesinformer import StatesInformer
 
 log = logging.getLogger("koordinator.koordlet.prediction")
 

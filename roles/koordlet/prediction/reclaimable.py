@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from koordinator.apis import extension
-from roles.koordlet.prediction.models import KNOWN_PRIORITY_CLASSES, SYSTEM_UID, node_item_uid
+from koordinator_roles.koordlet.prediction.models import KNOWN_PRIORITY_CLASSES, SYSTEM_UID, node_item_uid
 
 log = logging.getLogger("koordinator.koordlet.prediction")
 

@@ -7,11 +7,11 @@
 - :class:`DeviceReporter`: the Device with the GPUs NVML finds (gate ``Accelerators``).
 """
 
-from roles.koordlet.statesinformer.device_reporter import DeviceReporter
-from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError, parse_kubelet_addr
-from roles.koordlet.statesinformer.nodemetric_reporter import NodeMetricReporter
-from roles.koordlet.statesinformer.nrt_reporter import NodeTopologyReporter
-from roles.koordlet.statesinformer.states import PodMeta, StatesInformer
+from koordinator_roles.koordlet.statesinformer.device_reporter import DeviceReporter
+from koordinator_roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError, parse_kubelet_addr
+from koordinator_roles.koordlet.statesinformer.nodemetric_reporter import NodeMetricReporter
+from koordinator_roles.koordlet.statesinformer.nrt_reporter import NodeTopologyReporter
+from koordinator_roles.koordlet.statesinformer.states import PodMeta, StatesInformer
 
 __all__ = ["DeviceReporter", "KubeletClient", "KubeletError", "NodeMetricReporter", "NodeTopologyReporter",
            "PodMeta", "StatesInformer", "parse_kubelet_addr"]

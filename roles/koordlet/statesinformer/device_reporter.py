@@ -18,10 +18,10 @@ import threading
 from typing import Any, Callable
 
 from koordinator.apis import quantity
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.statesinformer.nvml import GPUInventory, discover_gpus
-from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
-from roles.koordlet.statesinformer.problems import TaskProblem
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.statesinformer.nvml import GPUInventory, discover_gpus
+from koordinator_roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
+from koordinator_roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.device")
 

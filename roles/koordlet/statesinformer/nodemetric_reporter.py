@@ -38,10 +38,10 @@ from koordinator.apis.goduration import format_go_duration, parse_go_duration
 from koordinator.apis.nodeslo_defaults import MEMORY_POLICY_WITH_PAGE_CACHE
 from koordinator.runtime import errors
 from koordinator.runtime.ratelimit import TokenBucket
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.metriccache.model import MetricCacheError, Series
-from roles.koordlet.statesinformer.nodemetric_spec import aggregate_durations
-from roles.koordlet.statesinformer.problems import TaskProblem
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.metriccache.model import MetricCacheError, Series
+from koordinator_roles.koordlet.statesinformer.nodemetric_spec import aggregate_durations
+from koordinator_roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.nodemetric")
 

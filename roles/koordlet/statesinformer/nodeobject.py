@@ -8,7 +8,7 @@ import logging
 from typing import Any, Callable
 
 from koordinator.runtime import errors
-from roles.koordlet.statesinformer.problems import TaskProblem
+from koordinator_roles.koordlet.statesinformer.problems import TaskProblem
 
 Obj = dict[str, Any]
 

@@ -36,11 +36,11 @@ from typing import Any
 
 from koordinator.apis import quantity
 from koordinator.apis.extension import ANNOTATION_RESOURCE_STATUS, QOS_LSE, qos_class
-from roles.koordlet.metriccache import kinds
-from roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
-from roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError
-from roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
-from roles.koordlet.statesinformer.problems import TaskProblem
+from koordinator_roles.koordlet.metriccache import kinds
+from koordinator_roles.koordlet.system.cpuset import format_cpuset, parse_cpuset, take_by_topology
+from koordinator_roles.koordlet.statesinformer.kubelet import KubeletClient, KubeletError
+from koordinator_roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
+from koordinator_roles.koordlet.statesinformer.problems import TaskProblem
 
 log = logging.getLogger("koordinator.koordlet.statesinformer.nrt")
 

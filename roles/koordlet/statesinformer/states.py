@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from koordinator.apis.extension import kube_qos_class
-from roles.koordlet.statesinformer.kubelet import KubeletClient, poll_pods
-from roles.koordlet.statesinformer.nodemetric_spec import merge_node_metric_spec
-from roles.koordlet.statesinformer.nodeslo import merge_node_slo_spec
-from roles.koordlet.system.cgroup import CgroupLayout
+from koordinator_roles.koordlet.statesinformer.kubelet import KubeletClient, poll_pods
+from koordinator_roles.koordlet.statesinformer.nodemetric_spec import merge_node_metric_spec
+from koordinator_roles.koordlet.statesinformer.nodeslo import merge_node_slo_spec
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout
 
 log = logging.getLogger("koordinator.koordlet.statesinformer")
 

@@ -6,8 +6,8 @@
   naming the path.
 """
 
-from roles.koordlet.system.cgroup import CgroupLayout, detect_layout, host_application_dir
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout, detect_layout, host_application_dir
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.paths import HostPaths
 
 __all__ = ["CgroupLayout", "HostPaths", "SystemFileError", "detect_layout", "host_application_dir"]

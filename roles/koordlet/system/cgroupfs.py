@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from roles.koordlet.system.cgroup import CgroupLayout
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.fileio import _show, keyed_ints, line_patterns, read_bytes
+from koordinator_roles.koordlet.system.cgroup import CgroupLayout
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.fileio import _show, keyed_ints, line_patterns, read_bytes
 
 # memory.stat keys: usage = the first three, page cache = the last two (v1 hierarchical totals
 # carry a "total_" prefix).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.errors import SystemFileError
 
 _CHUNK = 1 << 16
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.fileio import _show, read_bytes, read_text
-from roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.fileio import _show, read_bytes, read_text
+from koordinator_roles.koordlet.system.paths import HostPaths
 
 _DEFAULT_CLK_TCK = 100
 _DEFAULT_PAGE_SIZE = 4096

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 
-from roles.koordlet.system.cpuset import parse_cpuset
-from roles.koordlet.system.errors import SystemFileError
-from roles.koordlet.system.fileio import read_bytes, read_int, read_text
-from roles.koordlet.system.paths import HostPaths
-from roles.koordlet.system.procfs import parse_meminfo
+from koordinator_roles.koordlet.system.cpuset import parse_cpuset
+from koordinator_roles.koordlet.system.errors import SystemFileError
+from koordinator_roles.koordlet.system.fileio import read_bytes, read_int, read_text
+from koordinator_roles.koordlet.system.paths import HostPaths
+from koordinator_roles.koordlet.system.procfs import parse_meminfo
 
 _CPU_DIR = re.compile(r"cpu(\d+)$")
 _NODE_DIR = re.compile(r"node(\d+)$")

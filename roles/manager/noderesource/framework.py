@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from koordinator.apis import extension as ext
 from koordinator.apis import quantity
-from roles.manager.sloconfig import DEFAULT_COLOCATION_STRATEGY
+from koordinator_roles.manager.sloconfig import DEFAULT_COLOCATION_STRATEGY
 
 CPU = ext.CPU
 MEMORY = ext.MEMORY

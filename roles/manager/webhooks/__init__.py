@@ -2,7 +2,7 @@
 
 The handlers take an AdmissionReview ``request`` dict and return a
 :class:`koordinator.runtime.webhook.AdmissionResponse`; they read the cluster only through a
-:class:`~roles.manager.webhooks.listers.Listers` (informer caches in the manager).
+:class:`~koordinator_roles.manager.webhooks.listers.Listers` (informer caches in the manager).
 
 ========================================================  =========  ===============================
 path                                                      mutating   gate (default)
@@ -23,12 +23,12 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from roles.manager import features
-from roles.manager.webhooks.configmap_validating import ConfigMapValidatingHandler
-from roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
-from roles.manager.webhooks.listers import InformerListers, Listers, StaticListers
-from roles.manager.webhooks.pod_mutating import PodMutatingHandler
-from roles.manager.webhooks.pod_validating import PodValidatingHandler
+from koordinator_roles.manager import features
+from koordinator_roles.manager.webhooks.configmap_validating import ConfigMapValidatingHandler
+from koordinator_roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
+from koordinator_roles.manager.webhooks.listers import InformerListers, Listers, StaticListers
+from koordinator_roles.manager.webhooks.pod_mutating import PodMutatingHandler
+from koordinator_roles.manager.webhooks.pod_validating import PodValidatingHandler
 
 __all__ = ["WEBHOOKS", "InformerListers", "Listers", "StaticListers", "build_handlers", "register_webhooks"]
 

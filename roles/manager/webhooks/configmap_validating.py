@@ -36,8 +36,8 @@ from typing import Any, Iterable
 from koordinator.apis import config_documents, quantity, schemas
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
-from roles.manager.webhooks import _request as rq
-from roles.manager.webhooks.listers import Listers
+from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks.listers import Listers
 
 log = logging.getLogger("koordinator.manager.webhooks.configmap")
 

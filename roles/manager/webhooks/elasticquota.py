@@ -3,7 +3,7 @@
 * mutating, CREATE: parent label defaults to ``koordinator-root-quota``, the tree id is copied from
   the parent, the ``shared-weight`` annotation defaults to (or is re-keyed after) ``spec.max``;
 * validating, CREATE/UPDATE/DELETE: the self checks, the tree rules and the deletion guards of
-  :mod:`roles.manager.webhooks.quota_topology`.
+  :mod:`koordinator_roles.manager.webhooks.quota_topology`.
 
 Rejections are answered as Koordinator does, with HTTP code 400 and Koordinator's message.
 Gates honoured: ``ElasticQuotaEnableUpdateResourceKey`` (a child's max keys need only be a subset
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
-from roles.manager.webhooks import _request as rq
-from roles.manager.webhooks.listers import Listers
-from roles.manager.webhooks.quota_topology import QuotaError, QuotaTopology
+from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks.listers import Listers
+from koordinator_roles.manager.webhooks.quota_topology import QuotaError, QuotaTopology
 
 log = logging.getLogger("koordinator.manager.webhooks.quota")
 

@@ -33,9 +33,9 @@ from typing import Any
 from koordinator.apis import extension, quantity
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
-from roles.manager.webhooks import _request as rq
-from roles.manager.webhooks.listers import Listers
-from roles.manager.webhooks.smp import PatchError, strategic_merge
+from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks.listers import Listers
+from koordinator_roles.manager.webhooks.smp import PatchError, strategic_merge
 
 log = logging.getLogger("koordinator.manager.webhooks.pod")
 

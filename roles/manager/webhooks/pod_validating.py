@@ -24,10 +24,10 @@ from typing import Any
 
 from koordinator.apis import extension, quantity
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
-from roles.manager.webhooks import _request as rq
-from roles.manager.webhooks import fielderrors as fe
-from roles.manager.webhooks.listers import Listers
-from roles.manager.webhooks.quota_topology import QuotaTopology
+from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks import fielderrors as fe
+from koordinator_roles.manager.webhooks.listers import Listers
+from koordinator_roles.manager.webhooks.quota_topology import QuotaTopology
 
 Obj = dict[str, Any]
 

@@ -19,8 +19,8 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from koordinator.apis import quantity
-from roles.manager.webhooks import _request as rq
-from roles.manager.webhooks.listers import LABEL_QUOTA_NAME, Listers
+from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks.listers import LABEL_QUOTA_NAME, Listers
 
 Obj = dict[str, Any]
 

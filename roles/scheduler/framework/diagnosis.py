@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, Status
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, Status
 
 if TYPE_CHECKING:
-    from roles.scheduler.framework.snapshot import Snapshot
+    from koordinator_roles.scheduler.framework.snapshot import Snapshot
 
 
 class Diagnosis:

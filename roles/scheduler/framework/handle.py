@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.types import PodInfo
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.types import PodInfo
 
 
 class _NoNominator:

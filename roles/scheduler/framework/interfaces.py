@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Protocol
 
 import numpy as np
 
-from roles.scheduler.framework.status import CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
+from koordinator_roles.scheduler.framework.status import CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 
 if TYPE_CHECKING:
-    from roles.scheduler.framework.snapshot import Snapshot
+    from koordinator_roles.scheduler.framework.snapshot import Snapshot
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

@@ -1,7 +1,7 @@
 """Plugin registry: name → factory ``factory(args: dict, handle) -> Plugin`` (kube's ``runtime.Registry``).
 
 ``args`` is the plugin's ``pluginConfig`` args with defaults applied and validated
-(:mod:`roles.scheduler.config`); a factory may still raise ValueError naming a bad field, which
+(:mod:`koordinator_roles.scheduler.config`); a factory may still raise ValueError naming a bad field, which
 the configuration loader reports as ``profiles[i].pluginConfig[j].args.<field>``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from roles.scheduler.framework.interfaces import Plugin
+from koordinator_roles.scheduler.framework.interfaces import Plugin
 
 Factory = Callable[[dict, Any], Plugin]
 

@@ -1,15 +1,15 @@
 """Which snapshot rows changed since a reader last looked: the snapshot's two change feeds.
 
-The snapshot (:mod:`roles.scheduler.framework.snapshot`) records two kinds of change. A reader keeps
+The snapshot (:mod:`koordinator_roles.scheduler.framework.snapshot`) records two kinds of change. A reader keeps
 the feed's counter as its *mark* and later asks for the rows changed since that mark:
 
 - :data:`ROW_WRITES`: every rewrite of a row by the cache (``write_seq``, ``rows_written_since``) —
   a pod assumed, bound or deleted, a node updated. Values derived from requested or free resources
-  follow this feed (:class:`~roles.scheduler.framework.rowmemo.ClassMemo`).
+  follow this feed (:class:`~koordinator_roles.scheduler.framework.rowmemo.ClassMemo`).
 - :data:`NODE_OBJECTS`: rows whose Node object was replaced (``node_version``,
   ``nodes_changed_since``) — labels, taints, images. Values derived from the Node alone follow this
   feed, so the pod placed on some node every cycle costs them nothing
-  (:class:`~roles.scheduler.framework.rowmemo.NodeMemo`, :class:`ChangeCursor`).
+  (:class:`~koordinator_roles.scheduler.framework.rowmemo.NodeMemo`, :class:`ChangeCursor`).
 
 A mark holds only within one snapshot object and one layout (the feed's ``layout``): rows keep their
 order only while the layout is unchanged.
@@ -78,7 +78,7 @@ class ChangeCursor:
     """Where one reader stands in a feed: :meth:`advance` tells the rows changed since its last call.
 
     For readers that keep one structure over every row (ImageLocality's image index); per-key
-    arrays use :class:`~roles.scheduler.framework.rowmemo.RowMemo`, which keeps a mark per key.
+    arrays use :class:`~koordinator_roles.scheduler.framework.rowmemo.RowMemo`, which keeps a mark per key.
     """
 
     def __init__(self, feed: ChangeFeed = NODE_OBJECTS) -> None:

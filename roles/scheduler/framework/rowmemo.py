@@ -2,7 +2,7 @@
 
 Replicas of one workload ask a plugin the same question cycle after cycle (their requests, selectors
 and tolerations are equal), and between two cycles only a few rows change. :class:`RowMemo` keeps one
-array per key with the mark of a change feed (:mod:`roles.scheduler.framework.rowchanges`) and
+array per key with the mark of a change feed (:mod:`koordinator_roles.scheduler.framework.rowchanges`) and
 recomputes only the rows changed since, so a cycle costs a gather instead of a pass over every node.
 
 Which feed is the one difference between its two forms:
@@ -21,8 +21,8 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-from roles.scheduler.framework.rowchanges import NODE_OBJECTS, ROW_WRITES, ChangeFeed
-from roles.scheduler.framework.types import NodeInfo
+from koordinator_roles.scheduler.framework.rowchanges import NODE_OBJECTS, ROW_WRITES, ChangeFeed
+from koordinator_roles.scheduler.framework.types import NodeInfo
 
 Compute = Callable[[Any, np.ndarray, Hashable], np.ndarray]
 OneRow = Callable[[Any, int, Hashable], Any]

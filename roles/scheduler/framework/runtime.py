@@ -1,7 +1,7 @@
 """The plugin runner of one profile (kube's ``frameworkImpl`` plus Koordinator's FrameworkExtender hooks).
 
 It instantiates the profile's plugins once, orders them per extension point (multiPoint
-expansion from :mod:`roles.scheduler.config`) and runs them. The hot path is
+expansion from :mod:`koordinator_roles.scheduler.config`) and runs them. The hot path is
 :meth:`Framework.find_nodes_that_fit` and :meth:`Framework.prioritize`: batch plugins see all
 candidate rows at once; per-node plugins only the rows still alive; the search stops once
 ``percentageOfNodesToScore`` feasible nodes were found, continuing next time where it stopped,
@@ -18,12 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from roles.scheduler.framework import interfaces as fi
-from roles.scheduler.framework.diagnosis import Diagnosis
-from roles.scheduler.framework.snapshot import Snapshot
-from roles.scheduler.framework.status import (ERROR, SKIP, SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
+from koordinator_roles.scheduler.framework import interfaces as fi
+from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+from koordinator_roles.scheduler.framework.snapshot import Snapshot
+from koordinator_roles.scheduler.framework.status import (ERROR, SKIP, SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
                                               WAIT, CycleState, Status)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger("koordinator.scheduler.framework")
 
@@ -157,7 +157,7 @@ class Framework:
 
     def check_reload(self, profile: Any) -> None:
         """Raise ValueError (naming the field) if ``profile``'s changed plugin args cannot be applied."""
-        from roles.scheduler.framework.handle import PluginHandle
+        from koordinator_roles.scheduler.framework.handle import PluginHandle
 
         for name, args in self._changed_args(profile).items():
             if not hasattr(self.plugins[name], "update_args"):

@@ -11,7 +11,7 @@ matrices are resource names (``column``); a resource first seen on a node or pod
 (``columns_version`` changes).
 
 Caches that keep per-row values across cycles learn which rows changed from two feeds kept here
-(read through :mod:`roles.scheduler.framework.rowchanges`): every rewrite of a row
+(read through :mod:`koordinator_roles.scheduler.framework.rowchanges`): every rewrite of a row
 (``write_seq``, ``rows_written_since``) and every replaced node object (``node_version``,
 ``nodes_changed_since``).
 """
@@ -22,7 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
-from roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
+from koordinator_roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
 
 _INT64_MAX = np.iinfo(np.int64).max
 _BASE_COLUMNS = (CPU, MEMORY, EPHEMERAL_STORAGE)

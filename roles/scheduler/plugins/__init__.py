@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 
-from roles.scheduler.framework.registry import Registry
+from koordinator_roles.scheduler.framework.registry import Registry
 
-# name -> module under roles.scheduler.plugins exposing NAME and new(args, handle)
+# name -> module under koordinator_roles.scheduler.plugins exposing NAME and new(args, handle)
 _MODULES = {
     "PrioritySort": "queuesort",
     "SchedulingGates": "schedulinggates",
@@ -42,7 +42,7 @@ NOT_IMPLEMENTED = {
 
 
 def _factory(module_name: str, plugin: str):
-    module = importlib.import_module(f"roles.scheduler.plugins.{module_name}")
+    module = importlib.import_module(f"koordinator_roles.scheduler.plugins.{module_name}")
     factories = getattr(module, "FACTORIES", None)
     if factories is not None:
         return factories[plugin]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roles.scheduler.framework.interfaces import BindPlugin
-from roles.scheduler.framework.status import CycleState, Status
-from roles.scheduler.framework.types import PodInfo
+from koordinator_roles.scheduler.framework.interfaces import BindPlugin
+from koordinator_roles.scheduler.framework.status import CycleState, Status
+from koordinator_roles.scheduler.framework.types import PodInfo
 
 NAME = "DefaultBinder"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from koordinator.runtime.errors import ApiError
-from roles.scheduler.framework.interfaces import PreBindPlugin
-from roles.scheduler.framework.status import CycleState, Status
-from roles.scheduler.framework.types import PodInfo
+from koordinator_roles.scheduler.framework.interfaces import PreBindPlugin
+from koordinator_roles.scheduler.framework.status import CycleState, Status
+from koordinator_roles.scheduler.framework.types import PodInfo
 
 NAME = "DefaultPreBind"
 

@@ -2,7 +2,7 @@
 
 The module has two halves. The algorithm (eligibility, victim selection on one node, the dry
 run over candidate nodes, picking one node, the failure message) only reads NodeInfos and calls
-the profile's :class:`~roles.scheduler.framework.interfaces.FrameworkHandle`; it is testable on
+the profile's :class:`~koordinator_roles.scheduler.framework.interfaces.FrameworkHandle`; it is testable on
 in-memory snapshots. :class:`DefaultPreemption` adds the API side: PodDisruptionBudgets from the
 informer, deleting victims, events and clearing other pods' nominations.
 
@@ -22,11 +22,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
 from koordinator.runtime.errors import NotFound
-from roles.scheduler.framework.interfaces import (FrameworkHandle, NodeStatusReader, PostFilterPlugin,
+from koordinator_roles.scheduler.framework.interfaces import (FrameworkHandle, NodeStatusReader, PostFilterPlugin,
                                                   PostFilterResult)
-from roles.scheduler.framework.status import (ERROR, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
+from koordinator_roles.scheduler.framework.status import (ERROR, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status, is_success)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)
 

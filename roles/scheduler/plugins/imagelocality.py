@@ -11,10 +11,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from roles.scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
-from roles.scheduler.framework.rowchanges import NODE_OBJECTS, ChangeCursor
-from roles.scheduler.framework.status import CycleState
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
+from koordinator_roles.scheduler.framework.rowchanges import NODE_OBJECTS, ChangeCursor
+from koordinator_roles.scheduler.framework.status import CycleState
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "ImageLocality"
 MB = 1024 * 1024

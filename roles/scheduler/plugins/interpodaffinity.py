@@ -17,13 +17,13 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from koordinator.apis.selectors import LabelSelector, label_selector_from_dict
-from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
+from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterExtensions,
                                                   PreFilterPlugin, PreScorePlugin, ScorePlugin)
-from roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
+from koordinator_roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
 
 NAME = "InterPodAffinity"
 

@@ -2,7 +2,7 @@
 scores them (kube-scheduler's ``nodeaffinity`` plugin, with ``NodeAffinityArgs.addedAffinity``).
 
 Matching labels in Python for 5,000 nodes per pod is the expensive part, so verdicts and scores are
-kept per selector signature in a :class:`~roles.scheduler.framework.rowmemo.NodeMemo`: the pods of
+kept per selector signature in a :class:`~koordinator_roles.scheduler.framework.rowmemo.NodeMemo`: the pods of
 one ReplicaSet share a signature, and a row is matched again only when its node object changed.
 """
 
@@ -14,14 +14,14 @@ import numpy as np
 import orjson
 
 from koordinator.apis.selectors import node_selector_term_matches
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
                                                   ScorePlugin)
-from roles.scheduler.framework.rowmemo import NodeMemo
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.helper.normalize import default_normalize_score
-from roles.scheduler.plugins.helper.requirednodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
+from koordinator_roles.scheduler.framework.rowmemo import NodeMemo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins.helper.normalize import default_normalize_score
+from koordinator_roles.scheduler.plugins.helper.requirednodeaffinity import OBJECT_NAME_FIELD, RequiredNodeAffinity
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"

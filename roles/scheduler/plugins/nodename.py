@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, PreFilterPlugin, PreFilterResult)
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"

@@ -6,10 +6,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, PreFilterPlugin, PreFilterResult)
-from roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 NAME = "NodePorts"
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"

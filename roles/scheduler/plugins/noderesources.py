@@ -14,12 +14,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from roles.scheduler.framework.rowmemo import ClassMemo
-from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
+from koordinator_roles.scheduler.framework.rowmemo import ClassMemo
+from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterPlugin,
                                                   PreFilterResult, PreScorePlugin, ScorePlugin)
-from roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
-from roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo
 
 NAME = "NodeResourcesFit"
 BALANCED_ALLOCATION_NAME = "NodeResourcesBalancedAllocation"
@@ -619,5 +619,5 @@ def new_balanced_allocation(args: dict | None, handle: Any) -> NodeResourcesBala
 
 
 
-# Both plugins of this module, for the registry (roles.scheduler.plugins reads FACTORIES).
+# Both plugins of this module, for the registry (koordinator_roles.scheduler.plugins reads FACTORIES).
 FACTORIES = {NAME: new, BALANCED_ALLOCATION_NAME: new_balanced_allocation}

@@ -7,10 +7,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin)
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator.apis.taints import tolerates
 
 NAME = "NodeUnschedulable"

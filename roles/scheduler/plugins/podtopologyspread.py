@@ -5,7 +5,7 @@ counts computed once in PreFilter; soft ones (``ScheduleAnyway``) and the cluste
 constraints are scored. Pods without constraints of a kind return Skip at once, which is the
 common case and must stay cheap.
 
-Existing pods are counted per node through :class:`~roles.scheduler.plugins.helper.podmatch.NodeMatchCounter`
+Existing pods are counted per node through :class:`~koordinator_roles.scheduler.plugins.helper.podmatch.NodeMatchCounter`
 (shared with InterPodAffinity), so the replicas of one workload do not rescan every pod of the cluster.
 """
 
@@ -18,14 +18,14 @@ import numpy as np
 
 from koordinator.apis import selectors
 from koordinator.apis.selectors import LabelSelector, Requirement, label_selector_from_dict
-from roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
+from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
                                                   EnqueueExtensions, Failure, FilterPlugin, PreFilterExtensions,
                                                   PreFilterPlugin, PreScorePlugin, ScorePlugin)
-from roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
+from koordinator_roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
                                               Status)
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
-from roles.scheduler.plugins.helper.requirednodeaffinity import RequiredNodeAffinity
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
+from koordinator_roles.scheduler.plugins.helper.requirednodeaffinity import RequiredNodeAffinity
 from koordinator.apis.taints import find_untolerated_taint
 
 NAME = "PodTopologySpread"

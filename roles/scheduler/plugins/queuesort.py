@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from roles.scheduler.framework.interfaces import QueueSortPlugin
-from roles.scheduler.framework.types import QueuedPodInfo
+from koordinator_roles.scheduler.framework.interfaces import QueueSortPlugin
+from koordinator_roles.scheduler.framework.types import QueuedPodInfo
 
 NAME = "PrioritySort"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from roles.scheduler.framework.interfaces import ClusterEvent, EnqueueExtensions, PreEnqueuePlugin
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, Status
-from roles.scheduler.framework.types import PodInfo, pod_key
+from koordinator_roles.scheduler.framework.interfaces import ClusterEvent, EnqueueExtensions, PreEnqueuePlugin
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, Status
+from koordinator_roles.scheduler.framework.types import PodInfo, pod_key
 
 NAME = "SchedulingGates"
 

@@ -12,12 +12,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from koordinator.apis.taints import find_untolerated_taint, tolerates
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, PreScorePlugin, ScorePlugin)
-from roles.scheduler.framework.rowmemo import NodeMemo
-from roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo, pod_key
-from roles.scheduler.plugins.helper.normalize import default_normalize_score
+from koordinator_roles.scheduler.framework.rowmemo import NodeMemo
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo, pod_key
+from koordinator_roles.scheduler.plugins.helper.normalize import default_normalize_score
 
 NAME = "TaintToleration"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roles.scheduler.framework.interfaces import MAX_NODE_SCORE
+from koordinator_roles.scheduler.framework.interfaces import MAX_NODE_SCORE
 
 
 def default_normalize_score(scores: np.ndarray, reverse: bool, max_priority: int = MAX_NODE_SCORE) -> None:

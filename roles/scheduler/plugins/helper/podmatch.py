@@ -12,7 +12,7 @@ from typing import Callable, Hashable, Iterable, Mapping
 
 from koordinator.apis import selectors
 from koordinator.apis.selectors import LabelSelector, Requirement
-from roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 
 class NodeMatchCounter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from koordinator.apis.selectors import node_selector_term_matches
-from roles.scheduler.framework.types import NodeInfo
+from koordinator_roles.scheduler.framework.types import NodeInfo
 
 OBJECT_NAME_FIELD = "metadata.name"
 

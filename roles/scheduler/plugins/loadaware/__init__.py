@@ -1,5 +1,5 @@
 """Koordinator's LoadAwareScheduling plugin: thresholds on real node usage, scores favouring idle nodes."""
 
-from roles.scheduler.plugins.loadaware.plugin import NAME, LoadAwareScheduling, new
+from koordinator_roles.scheduler.plugins.loadaware.plugin import NAME, LoadAwareScheduling, new
 
 __all__ = ["NAME", "LoadAwareScheduling", "new"]

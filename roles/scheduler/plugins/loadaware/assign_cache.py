@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
 from koordinator.apis import extension
-from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_go_duration, to_units
-from roles.scheduler.plugins.loadaware.estimator import (ANNOTATION_SECONDS_AFTER_INITIALIZED,
+from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_go_duration, to_units
+from koordinator_roles.scheduler.plugins.loadaware.estimator import (ANNOTATION_SECONDS_AFTER_INITIALIZED,
                                                          ANNOTATION_SECONDS_AFTER_POD_SCHEDULED, DefaultEstimator,
                                                          custom_seconds)
 

@@ -11,7 +11,7 @@ import json
 from typing import Any, Mapping
 
 from koordinator.apis import extension
-from roles.scheduler.plugins.loadaware.args import CPU, LoadAwareArgs, go_round, to_units
+from koordinator_roles.scheduler.plugins.loadaware.args import CPU, LoadAwareArgs, go_round, to_units
 
 ANNOTATION_SCALING_FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
 ANNOTATION_SECONDS_AFTER_POD_SCHEDULED = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"

@@ -14,15 +14,15 @@ from typing import Any, Callable
 import numpy as np
 
 from koordinator.apis import extension
-from roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
+from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                   FilterPlugin, ForgetPodHandler, PreFilterPlugin, PreFilterResult,
                                                   ReservePlugin, ScorePlugin)
-from roles.scheduler.framework.status import CycleState, Status
-from roles.scheduler.framework.types import NodeInfo, PodInfo
-from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_args
-from roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
-from roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
-from roles.scheduler.plugins.loadaware.rows import NodeRows, PodContext, filter_rows, score_rows
+from koordinator_roles.scheduler.framework.status import CycleState, Status
+from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_args
+from koordinator_roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
+from koordinator_roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
+from koordinator_roles.scheduler.plugins.loadaware.rows import NodeRows, PodContext, filter_rows, score_rows
 
 NAME = "LoadAwareScheduling"
 _STATE_KEY = "PreFilter" + NAME

@@ -30,11 +30,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from roles.scheduler.framework.status import UNSCHEDULABLE
-from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, go_round
-from roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
-from roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
-from roles.scheduler.plugins.loadaware.thresholds import ANNOTATION_USAGE_THRESHOLDS, node_profile
+from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE
+from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, go_round
+from koordinator_roles.scheduler.plugins.loadaware.assign_cache import PodAssignCache
+from koordinator_roles.scheduler.plugins.loadaware.estimator import DefaultEstimator
+from koordinator_roles.scheduler.plugins.loadaware.thresholds import ANNOTATION_USAGE_THRESHOLDS, node_profile
 
 REASON_EXPIRED = "node(s) nodeMetric expired"
 NEVER = 1 << 62  # a room no estimate reaches: the resource is not checked on that node

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_go_duration
+from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_go_duration
 
 ANNOTATION_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"
 
