@@ -43,6 +43,7 @@ import argparse
 import logging
 import os
 import platform
+import random
 import signal
 import socket
 import subprocess
@@ -233,11 +234,42 @@ def stop_children(children: list[ChildProcess], timeout: float, hurry: threading
     return codes
 
 
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(v) for v in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the child binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port nothing listens on right now (the child binds it a moment later), never the same twice
+    in this process.
+
+    Taken below the kernel's ephemeral range when there is room: the many client connections of a
+    running cluster take their local ports from that range, and one of them could otherwise take the
+    port between this call and the child's bind.
+    """
+    low, _ = _ephemeral_range()
+    candidates = random.sample(range(10000, low), min(64, max(0, low - 10000)))
+    with _handed_out_lock:
+        for port in [*candidates, 0]:
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                chosen = s.getsockname()[1]
+            if chosen not in _handed_out:
+                _handed_out.add(chosen)
+                return chosen
+    raise OSError(f"no free port on {host}")
 
 
 # -- status lines ---------------------------------------------------------------------------------

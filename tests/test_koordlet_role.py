@@ -28,7 +28,7 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
     (["--prediction-safety-margin-percent=-5"], "invalid percent -5: must be 0-1000"),
     (["--cgroup-driver=docker"], "argument --cgroup-driver: invalid choice: 'docker'"),
     (["--feature-gates=NoSuchGate=true"], "--feature-gates: unrecognized feature gate: NoSuchGate"),
-    (["--feature-gates=CPUEvict=true"], "--feature-gates: CPUEvict=true is not supported: the QoS manager"),
+    (["--feature-gates=CgroupReconcile=true"], "--feature-gates: CgroupReconcile=true is not supported: the QoS manager"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(flags, needle, capsys, tmp_path):
     code, err = run_main(["--role=koordlet", "--node-name=n1", f"--run-dir={tmp_path}", *flags], capsys)

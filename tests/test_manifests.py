@@ -368,8 +368,9 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
     assert not _allows_any_name(s_ns, "", "configmaps", "get"), "the scheduler reads no ConfigMap through the API"
     k = _rules(objects, "ClusterRole", "koordlet")
     assert _allows(k, "slo.koordinator.sh", "nodemetrics/status", "update")
-    # Unused by default: the kubelet API (--kubelet-addr), eviction and PVCs (no QoS strategies here).
-    for resource, verb in (("nodes/proxy", "get"), ("pods/eviction", "create"), ("persistentvolumeclaims", "list")):
+    assert _allows(k, "", "pods/eviction", "create"), "CPUEvict/MemoryEvict evict through the eviction API"
+    # Unused by default: the kubelet API (--kubelet-addr) and PVCs (no block-I/O strategy here).
+    for resource, verb in (("nodes/proxy", "get"), ("persistentvolumeclaims", "list")):
         assert not _allows_any_name(k, "", resource, verb), resource
     assert not _allows(k, "slo.koordinator.sh", "nodemetrics", "update"), "koordlet writes NodeMetric status only"
     assert not _allows(k, "", "nodes", "update") and not _allows(k, "", "pods", "delete")

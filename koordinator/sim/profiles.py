@@ -388,13 +388,18 @@ class UsageModel:
             out.append((demand, usage))
         return out
 
-    def memory(self, t: float) -> list[tuple[float, float]]:
-        """(memory, page cache) in bytes per container at ``t``, together within the limit."""
+    def memory_demand(self, t: float) -> list[tuple[float, float]]:
+        """(memory, page cache) in bytes per container at ``t`` as the profile wants them, limits
+        ignored (the simulator compares them with the limits in force, and OOM-kills)."""
         memory = self._demands(self.profile.memory, MEMORY, t)
         cache = ([0.0] * len(self.shapes) if self.profile.page_cache is None
                  else [max(0.0, self.profile.page_cache(t)) * w for w in self._weights(MEMORY)])
+        return list(zip(memory, cache))
+
+    def memory(self, t: float) -> list[tuple[float, float]]:
+        """(memory, page cache) in bytes per container at ``t``, together within the spec's limit."""
         out = []
-        for shape, m, c in zip(self.shapes, memory, cache):
+        for shape, (m, c) in zip(self.shapes, self.memory_demand(t)):
             if shape.memory_limit is not None:
                 m = min(m, shape.memory_limit)
                 c = min(c, shape.memory_limit - m)

@@ -44,7 +44,8 @@ from koordinator.apis.extension import kube_qos_class
 from koordinator.runtime.errors import ApiError, Conflict, NotFound
 from koordinator.runtime.events import WARNING, EventRecorder
 from koordinator.runtime.informer import DeletedFinalStateUnknown
-from koordinator.sim import profiles, tree
+from koordinator.sim import limits, profiles, tree
+from koordinator.sim.limits import LimitReader
 from koordinator.sim.profiles import PodProfile, ProfileError, SystemProfile, UsageModel
 from koordinator.sim.tree import CgroupStats, CpuTimes, Memory, NodeTree, Topology
 
@@ -58,11 +59,15 @@ HOST_IP = "127.0.0.1"
 COMPONENT = "koordinator-simulator"
 USER_SHARE = (4, 5)  # user part of CPU time: 4/5
 PERIOD_NS = tree.CFS_PERIOD_US * 1000
+OOM_EXIT_CODE = 137  # SIGKILL, as the runtime reports an OOM-killed container
+BACKOFF_S, MAX_BACKOFF_S = 10.0, 300.0  # the kubelet's crash-loop back-off
 
 
-def container_id(pod_uid: str, container: str, runtime: str = "containerd") -> str:
-    """``containerd://<64 hex>``, the same for the same pod UID and container name."""
-    return f"{runtime}://" + hashlib.sha256(f"{pod_uid}/{container}".encode()).hexdigest()
+def container_id(pod_uid: str, container: str, runtime: str = "containerd", restarts: int = 0) -> str:
+    """``containerd://<64 hex>``, the same for the same pod UID, container name and restart count
+    (a restarted container is a new container, with a new ID and cgroup)."""
+    key = f"{pod_uid}/{container}" if restarts == 0 else f"{pod_uid}/{container}/{restarts}"
+    return f"{runtime}://" + hashlib.sha256(key.encode()).hexdigest()
 
 
 def pod_ip(pod_uid: str) -> str:
@@ -111,10 +116,10 @@ class _Counters:
         self.stats.user_ns += user
         self.stats.system_ns += ns - user
 
-    def add_periods(self, dt_ns: int, demand: float, usage: float) -> None:
-        """CFS periods while the cgroup (which has a quota) wanted CPU; the share it did not get
-        is the share of periods throttled."""
-        if self.stats.cpu_quota_us is None or demand <= 0:
+    def add_periods(self, dt_ns: int, demand: float, usage: float, limited: bool) -> None:
+        """CFS periods while the cgroup (``limited``: it has a quota in force) wanted CPU; the share
+        it did not get is the share of periods throttled."""
+        if not limited or demand <= 0 or dt_ns <= 0:
             return
         before = self.stats.nr_periods
         self.period_ns += dt_ns
@@ -131,6 +136,13 @@ class _Container:
     id: str
     rel_dir: str
     counters: _Counters
+    index: int = 0  # its place in the pod's UsageModel shapes
+    started_at: float = 0.0  # this incarnation's start (a restart begins its usage afresh)
+    state: str = "running"  # running | waiting (crash-loop back-off) | terminated (not restarted)
+    restarts: int = 0
+    restart_at: float = 0.0
+    last_terminated: Obj | None = None  # status lastState.terminated
+    terminated: Obj | None = None  # status state.terminated, when it stays dead
 
 
 @dataclass
@@ -149,6 +161,7 @@ class _Pod:
     end: float | None
     pending: str | None = None  # a status write still to do: "running" or "succeeded"
     exit_code: int = 0  # how the containers exit when ``end`` comes (not 0: the pod Fails)
+    restart_policy: str = "Always"
 
 
 @dataclass
@@ -159,14 +172,16 @@ class _Node:
     last: float
     system: SystemProfile
     system_raw: Any
-    user_ns: int = 0
-    system_ns: int = 0
     idle: list[int] = field(default_factory=list)
     pods: dict[str, _Pod] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)  # UIDs finished or terminal: left alone
     deleting: set[str] = field(default_factory=set)
     root: _Counters = field(default_factory=lambda: _Counters(CgroupStats()))
     qos: dict[str, _Counters] = field(default_factory=dict)
+    limits: LimitReader | None = None
+    busy: list[int] = field(default_factory=list)  # per-CPU busy ns (pods and system)
+    turn: int = 0  # rotates where per-CPU remainders land
+    sorted_sets: dict[frozenset, tuple[list[int], str]] = field(default_factory=dict)
 
 
 def _sim_annotations(pod: Obj) -> tuple:
@@ -316,6 +331,7 @@ class NodeSimulator:
             now = self.clock()
             for node in self._nodes.values():
                 self._advance(node, now)
+                self._flush(node, now)
 
     def sync(self) -> None:
         """Create missing node trees; start, finish, delete and forget pods as the cache says."""
@@ -349,15 +365,21 @@ class NodeSimulator:
                      driver=self.cgroup_driver)
         t.create(boot_time=now)
         system, raw = SystemProfile(), None
-        node = _Node(name, t, now, now, system, raw, idle=[0] * t.topology.cpus)
-        node.qos = {q: _Counters(CgroupStats(cpus=t.all_cpus, mems=t.all_mems))
+        node = _Node(name, t, now, now, system, raw, idle=[0] * t.topology.cpus, busy=[0] * t.topology.cpus,
+                     limits=LimitReader(t))
+        node.qos = {q: _Counters(CgroupStats(cpus=t.all_cpus, mems=t.all_mems, percpu=self._percpu(t)))
                     for q in (tree.BURSTABLE, tree.BEST_EFFORT)}
-        node.root = _Counters(CgroupStats(cpus=t.all_cpus, mems=t.all_mems, cpu_shares=cpus * 1024))
+        node.root = _Counters(CgroupStats(cpus=t.all_cpus, mems=t.all_mems, cpu_shares=cpus * 1024,
+                                          percpu=self._percpu(t)))
         node.qos[tree.BEST_EFFORT].stats.cpu_shares = 2
         log.info("node %s: %d CPUs (%d sockets, %d NUMA nodes), %d MiB, cgroup v%d/%s under %s", name, cpus,
                  t.topology.sockets, t.topology.numa_nodes, memory >> 20, self.cgroup_version, self.cgroup_driver,
                  t.base)
         return node
+
+    def _percpu(self, t: NodeTree) -> list[int] | None:
+        """A per-CPU usage list where the tree shows one (v1 ``cpuacct.usage_percpu``)."""
+        return [0] * t.topology.cpus if self.cgroup_version == 1 else None
 
     def _refresh_system(self, node: _Node) -> None:
         obj = self._node_informer.store.get(node.name)
@@ -399,14 +421,25 @@ class NodeSimulator:
                 state = self._start(node, pod, now)
             elif _sim_annotations(pod) != state.sim_annotations:
                 self._reprofile(state, pod)
-            if state.pending == "running":
-                self._write_running(state, pod, now)
-            if state.end is not None and now >= state.end:
-                state.pending = "succeeded"
-            if state.pending == "succeeded":
-                if self._write_finished(state, pod, now):
-                    self._remove(node, uid, "succeeded" if state.exit_code == 0 else "failed")
-                    node.done.add(uid)
+            self._settle(node, state, pod, now)
+
+    def _settle(self, node: _Node, state: _Pod, pod: Obj, now: float) -> None:
+        """Write the status the pod is due (Running, or finished), and forget it once finished."""
+        if state.pending == "running":
+            self._write_running(state, pod, now)
+        if state.end is not None and now >= state.end:
+            state.pending = "succeeded"
+        if state.pending == "succeeded":
+            if self._write_finished(state, pod, now):
+                self._remove(node, state.uid, "succeeded" if state.exit_code == 0 else "failed")
+                node.done.add(state.uid)
+
+    def _flush(self, node: _Node, now: float) -> None:
+        """Status writes the tick made due (an OOM kill, a restart) go out in the same tick."""
+        for state in [p for p in node.pods.values() if p.pending is not None]:
+            pod = self._pod_informer.store.get(f"{state.namespace}/{state.name}")
+            if pod is not None and (pod.get("metadata") or {}).get("uid") == state.uid:
+                self._settle(node, state, pod, now)
 
     def _profile(self, pod: Obj, uid: str) -> PodProfile:
         profile = profiles.pod_profile(pod)
@@ -435,14 +468,13 @@ class NodeSimulator:
         kube_qos = kube_qos_class(pod)
         rel = tree.pod_dir(self.cgroup_driver, kube_qos, uid)
         t = node.tree
+        adopted = status.get("phase") == "Running" and status.get("startTime")
+        started_at = (parse_timestamp(status.get("startTime")) or now) if adopted else now
         containers = []
-        for shape in model.shapes:
+        for i, shape in enumerate(model.shapes):
             cid = container_id(uid, shape.name)
-            stats = CgroupStats(cpu_quota_us=_quota(shape.cpu_limit), cpu_shares=tree.milli_cpu_to_shares(shape.cpu_request),
-                                memory_limit=None if shape.memory_limit is None else int(shape.memory_limit),
-                                cpus=t.all_cpus, mems=t.all_mems, leaf=True)
             containers.append(_Container(shape.name, cid, tree.container_dir(self.cgroup_driver, kube_qos, uid, cid),
-                                         _Counters(stats)))
+                                         _Counters(self._container_stats(t, shape)), index=i, started_at=started_at))
         shapes = model.shapes
         all_cpu_limits = bool(shapes) and all(s.cpu_limit is not None for s in shapes)
         all_mem_limits = bool(shapes) and all(s.memory_limit is not None for s in shapes)
@@ -450,20 +482,25 @@ class NodeSimulator:
             cpu_quota_us=_quota(sum(s.cpu_limit or 0 for s in shapes)) if all_cpu_limits else None,
             cpu_shares=tree.milli_cpu_to_shares(sum(s.cpu_request for s in shapes)),
             memory_limit=int(sum(s.memory_limit or 0 for s in shapes)) if all_mem_limits else None,
-            cpus=t.all_cpus, mems=t.all_mems)
-        adopted = status.get("phase") == "Running" and status.get("startTime")
-        started_at = (parse_timestamp(status.get("startTime")) or now) if adopted else now
+            cpus=t.all_cpus, mems=t.all_mems, percpu=self._percpu(t))
         state = _Pod(uid, md.get("namespace", ""), md.get("name", ""), kube_qos, rel, model, _sim_annotations(pod),
                      _Counters(pod_stats), containers, started_at, now,
                      None if profile.duration is None else started_at + profile.duration,
-                     pending=None if adopted else "running", exit_code=profile.exit_code)
-        self._set_memory(state, now)
+                     pending=None if adopted else "running", exit_code=profile.exit_code,
+                     restart_policy=str((pod.get("spec") or {}).get("restartPolicy") or "Always"))
+        self._set_memory(node, state, now, enforce=False)  # its limit files do not exist yet
         t.add_cgroups(rel, [(rel, state.counters.stats), *((c.rel_dir, c.counters.stats) for c in containers)])
         node.pods[uid] = state
         self._update_qos_shares(node)
         log.debug("pod %s/%s started on %s (%s, %s)", state.namespace, state.name, node.name, kube_qos,
                   "adopted" if adopted else "new")
         return state
+
+    def _container_stats(self, t: NodeTree, shape: profiles.ContainerShape) -> CgroupStats:
+        """A new container's cgroup as the kubelet creates it, with the spec's limits."""
+        return CgroupStats(cpu_quota_us=_quota(shape.cpu_limit), cpu_shares=tree.milli_cpu_to_shares(shape.cpu_request),
+                           memory_limit=None if shape.memory_limit is None else int(shape.memory_limit),
+                           cpus=t.all_cpus, mems=t.all_mems, leaf=True, percpu=self._percpu(t))
 
     def _reprofile(self, state: _Pod, pod: Obj) -> None:
         profile = self._profile(pod, state.uid)
@@ -477,6 +514,8 @@ class NodeSimulator:
         if state is None:
             return
         node.tree.remove_cgroup(state.rel_dir)
+        if node.limits is not None:
+            node.limits.forget(state.rel_dir)
         self._update_qos_shares(node)
         self._forget(uid)
         log.debug("pod %s/%s on %s: %s, cgroups removed", state.namespace, state.name, node.name, why)
@@ -510,18 +549,24 @@ class NodeSimulator:
             return {"type": kind, "status": "True", "lastTransitionTime": ts}
 
         images = {c.get("name"): c.get("image", "") for c in spec.get("containers") or []}
+        ready = all(c.state == "running" for c in state.containers)
+
+        def readiness(kind: str) -> Obj:
+            if ready:
+                return condition(kind)
+            return {"type": kind, "status": "False", "lastTransitionTime": timestamp(now), "reason": "ContainersNotReady"}
+
         status = {
             "phase": "Running",
-            "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"), condition("Ready"),
-                           condition("ContainersReady"),
+            "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"), readiness("Ready"),
+                           readiness("ContainersReady"),
                            {"type": "PodScheduled", "status": "True",
                             "lastTransitionTime": (scheduled or {}).get("lastTransitionTime") or ts}],
             "hostIP": HOST_IP, "hostIPs": [{"ip": HOST_IP}],
             "podIP": pod_ip(state.uid), "podIPs": [{"ip": pod_ip(state.uid)}],
             "startTime": ts,
             "qosClass": state.kube_qos,
-            "containerStatuses": [_container_status(c.name, c.id, images.get(c.name, ""), {"running": {"startedAt": ts}},
-                                                    ready=True) for c in state.containers],
+            "containerStatuses": [self._live_status(state, c, images.get(c.name, "")) for c in state.containers],
         }
         init = [_container_status(c.get("name", ""), container_id(state.uid, c.get("name", "")), c.get("image", ""),
                                   {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts,
@@ -534,11 +579,26 @@ class NodeSimulator:
         if self._patch_status(state, status, "Running"):
             state.pending = None
 
+    @staticmethod
+    def _live_status(state: _Pod, c: _Container, image: str) -> Obj:
+        """A container's status while its pod runs: running, in crash-loop back-off, or dead."""
+        if c.state == "running":
+            current: Obj = {"running": {"startedAt": timestamp(c.started_at)}}
+        elif c.state == "waiting":
+            current = {"waiting": {"reason": "CrashLoopBackOff",
+                                   "message": f"back-off restarting failed container {c.name} in pod "
+                                              f"{state.name}_{state.namespace}({state.uid})"}}
+        else:
+            current = {"terminated": c.terminated or {}}
+        running = c.state == "running"
+        return _container_status(c.name, c.id, image, current, ready=running, started=running,
+                                 restarts=c.restarts, last={"terminated": c.last_terminated} if c.last_terminated else {})
+
     def _write_finished(self, state: _Pod, pod: Obj, now: float) -> bool:
         """The containers exited with the profile's exit code: Succeeded with 0, else Failed."""
         started, finished = timestamp(state.started_at), timestamp(state.end if state.end is not None else now)
         images = {c.get("name"): c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []}
-        ok = state.exit_code == 0
+        ok = state.exit_code == 0 and not any(c.terminated for c in state.containers)
         phase = "Succeeded" if ok else "Failed"
 
         def condition(kind: str, value: str) -> Obj:
@@ -556,9 +616,11 @@ class NodeSimulator:
                            {"type": "PodScheduled", "status": "True", "lastTransitionTime": started}],
             "containerStatuses": [
                 _container_status(c.name, c.id, images.get(c.name, ""),
-                                  {"terminated": {"exitCode": state.exit_code, "reason": "Completed" if ok else "Error",
-                                                  "startedAt": started, "finishedAt": finished, "containerID": c.id}},
-                                  ready=False, started=False)
+                                  {"terminated": c.terminated or {
+                                      "exitCode": state.exit_code, "reason": "Completed" if state.exit_code == 0 else "Error",
+                                      "startedAt": timestamp(c.started_at), "finishedAt": finished, "containerID": c.id}},
+                                  ready=False, started=False, restarts=c.restarts,
+                                  last={"terminated": c.last_terminated} if c.last_terminated else {})
                 for c in state.containers],
         }
         return self._patch_status(state, status, phase)
@@ -578,14 +640,192 @@ class NodeSimulator:
 
     # -- counters ---------------------------------------------------------------------------------
 
-    def _set_memory(self, state: _Pod, now: float) -> None:
+    def _memory_now(self, state: _Pod, c: _Container, now: float, pod_figures: list) -> tuple[float, float]:
+        """(memory, page cache) the container wants now; a restarted one starts its profile afresh."""
+        if c.started_at == state.started_at:
+            return pod_figures[c.index]
+        stop = min(now, state.end) if state.end is not None else now
+        return state.model.memory_demand(max(0.0, stop - c.started_at))[c.index]
+
+    def _set_memory(self, node: _Node, state: _Pod, now: float, enforce: bool = True) -> None:
+        """Each running container's memory as its profile wants it; above the memory limit in force
+        (the container's, else the pod's) the container is OOM-killed. Page cache is reclaimed to fit."""
         t = max(0.0, (min(now, state.end) if state.end is not None else now) - state.started_at)
-        anon_total = file_total = 0
-        for c, (memory, cache) in zip(state.containers, state.model.memory(t)):
-            c.counters.stats.anon, c.counters.stats.file = _pages(memory), _pages(cache)
-            anon_total += c.counters.stats.anon
-            file_total += c.counters.stats.file
-        state.counters.stats.anon, state.counters.stats.file = anon_total, file_total
+        if not enforce:  # before the cgroups exist: the spec's limits, as the kubelet will write them
+            for c, (memory, cache) in zip(state.containers, state.model.memory(t)):
+                c.counters.stats.anon, c.counters.stats.file = _pages(memory), _pages(cache)
+        else:
+            figures = state.model.memory_demand(t)
+            for c in state.containers:
+                s = c.counters.stats
+                if c.state != "running":
+                    s.anon = s.file = 0
+                    continue
+                memory, cache = self._memory_now(state, c, now, figures)
+                limit = node.limits.memory(c.rel_dir)
+                if limit is not None and memory > limit:
+                    self._oom(node, state, c, now, c.counters)
+                    continue
+                if limit is not None:
+                    cache = min(cache, limit - memory)
+                s.anon, s.file = _pages(memory), _pages(cache)
+            self._enforce_scope(node, [state], node.limits.memory(state.rel_dir), state.counters, now)
+        state.counters.stats.anon = sum(c.counters.stats.anon for c in state.containers)
+        state.counters.stats.file = sum(c.counters.stats.file for c in state.containers)
+
+    def _enforce_scope(self, node: _Node, pods: list[_Pod], limit: int | None, level: _Counters, now: float) -> None:
+        """A cgroup above containers (pod, QoS class) over its memory ``limit``: reclaim page cache,
+        then OOM-kill the biggest container until the rest fits, as the kernel's memcg OOM does."""
+        if limit is None:
+            return
+        members = [(p, c) for p in pods for c in p.containers if c.state == "running"]
+        anon = sum(c.counters.stats.anon for _, c in members)
+        while anon > limit and members:
+            p, victim = max(members, key=lambda pc: pc[1].counters.stats.anon)
+            anon -= victim.counters.stats.anon
+            members.remove((p, victim))
+            self._oom(node, p, victim, now, level)
+            p.counters.stats.anon = sum(c.counters.stats.anon for c in p.containers)
+        room = limit - anon
+        for p, c in members:
+            c.counters.stats.file = min(c.counters.stats.file, _pages(max(0, room)))
+            room -= c.counters.stats.file
+        for p in pods:
+            p.counters.stats.file = sum(c.counters.stats.file for c in p.containers)
+
+    def _ancestors(self, node: _Node, state: _Pod) -> list[_Counters]:
+        """The pod's cgroup and those above it (QoS class dir, kubepods), innermost first."""
+        out = [state.counters]
+        if state.kube_qos in node.qos:
+            out.append(node.qos[state.kube_qos])
+        out.append(node.root)
+        return out
+
+    def _oom(self, node: _Node, state: _Pod, c: _Container, now: float, level: _Counters) -> None:
+        """The kernel kills container ``c`` (its memory over the limit of ``level``); the kubelet
+        restarts it (after the crash-loop back-off) unless the pod's restartPolicy is Never."""
+        # memory.events counts OOMs where the limit was hit and kills in the victim's cgroup; on v2
+        # both are hierarchical (every ancestor counts them too), v1's oom_control is local.
+        chain = [c.counters, *self._ancestors(node, state)]
+        level.stats.oom += 1
+        c.counters.stats.oom_kill += 1
+        if self.cgroup_version == 2:
+            for counters in chain[chain.index(level) + 1:] if level in chain else ():
+                counters.stats.oom += 1
+            for counters in chain[1:]:
+                counters.stats.oom_kill += 1
+        node.tree.write_cgroup(c.rel_dir, c.counters.stats)  # its last figures, before it goes
+        c.counters.stats.anon = c.counters.stats.file = 0
+        term = {"exitCode": OOM_EXIT_CODE, "reason": "OOMKilled", "startedAt": timestamp(c.started_at),
+                "finishedAt": timestamp(now), "containerID": c.id}
+        log.info("pod %s/%s on %s: container %s OOMKilled", state.namespace, state.name, node.name, c.name)
+        if state.restart_policy == "Never":
+            c.state, c.terminated = "terminated", term
+            if all(x.state == "terminated" for x in state.containers):
+                state.exit_code = OOM_EXIT_CODE
+                state.end = now
+                state.pending = "succeeded"  # the finished-pod write: Failed, with the OOMKilled status
+            else:
+                state.pending = "running"
+            return
+        c.last_terminated = term
+        c.state = "waiting"
+        # The kubelet restarts a crashed container at once the first time, then backs off 10s, 20s, … 5min.
+        c.restart_at = now if c.restarts == 0 else now + min(MAX_BACKOFF_S, BACKOFF_S * 2 ** (c.restarts - 1))
+        if c.restart_at <= now:
+            self._restart(node, state, c, now)
+        state.pending = "running"
+
+    def _restart(self, node: _Node, state: _Pod, c: _Container, now: float) -> None:
+        """A new incarnation of the container: new ID and cgroup (counters from 0, the spec's limits)."""
+        node.tree.remove_cgroup(c.rel_dir)
+        node.limits.forget(c.rel_dir)
+        c.restarts += 1
+        c.id = container_id(state.uid, c.name, restarts=c.restarts)
+        c.rel_dir = tree.container_dir(self.cgroup_driver, state.kube_qos, state.uid, c.id)
+        c.counters = _Counters(self._container_stats(node.tree, state.model.shapes[c.index]))
+        c.started_at = now
+        c.state = "running"
+        node.tree.add_cgroups(c.rel_dir, [(c.rel_dir, c.counters.stats)])
+        state.pending = "running"
+
+    def _cpu_plan(self, node: _Node, now: float) -> tuple[list[tuple], dict[int, bool]]:
+        """What every running container gets this round (milli-cores), obeying the limit files at
+        every level: a container's usage is capped by its CFS quota and its effective cpuset (its
+        own ∩ pod ∩ QoS class ∩ kubepods); a pod, the Burstable and BestEffort classes and kubepods
+        are capped by theirs, shared among their members in proportion to what they asked for.
+
+        Returns per pod (pod, its window start, [[container, demand, usage, quota?, cpuset]], pod
+        quota?, the level above it) and, keyed by id of the level's counters, whether the level
+        (kubepods, QoS class) has a quota. The effective cpusets go to the cgroups' stats."""
+        r = node.limits
+        everything = frozenset(range(node.tree.topology.cpus))
+
+        def within(rel: str, parent: frozenset) -> frozenset:
+            own = r.cpus(rel)
+            return (own & parent) or parent if own is not None else parent  # empty: the kernel inherits
+
+        kp_rel = tree.kubepods_dir(self.cgroup_driver)
+        kp_cpus = within(kp_rel, everything)
+        levels = {id(node.root): (node.root, r.cpu(kp_rel), kp_cpus)}
+        for q, counters in node.qos.items():
+            rel = tree.qos_dir(self.cgroup_driver, q)
+            levels[id(counters)] = (counters, r.cpu(rel), within(rel, kp_cpus))
+        for counters, _, cpus in levels.values():
+            counters.stats.effective_cpus = self._cpus_text(node, cpus)
+        plan = []
+        wants = {k: 0.0 for k in levels}  # what reaches each level after the caps below it
+        for state in node.pods.values():
+            stop = now if state.end is None else min(now, state.end)
+            if stop <= state.accounted_to:
+                continue
+            start = state.accounted_to
+            upper = node.qos.get(state.kube_qos, node.root)
+            pod_cpus = within(state.rel_dir, levels[id(upper)][2])
+            pod_quota = r.cpu(state.rel_dir)
+            state.counters.stats.effective_cpus = self._cpus_text(node, pod_cpus)
+            figures = state.model.cpu((stop + start) / 2 - state.started_at)
+            rows = []
+            for c in state.containers:
+                if c.state != "running":
+                    continue
+                demand = (figures[c.index][0] if c.started_at == state.started_at else
+                          state.model.cpu((stop + max(start, c.started_at)) / 2 - c.started_at)[c.index][0])
+                cpus = within(c.rel_dir, pod_cpus)
+                c.counters.stats.effective_cpus = self._cpus_text(node, cpus)
+                quota = r.cpu(c.rel_dir)
+                rows.append([c, demand, min(demand, limits.cap(quota, cpus)), quota is not None, cpus])
+            total = sum(row[2] for row in rows)
+            pod_cap = limits.cap(pod_quota, pod_cpus)
+            if total > pod_cap > 0:
+                for row in rows:
+                    row[2] *= pod_cap / total
+                total = pod_cap
+            plan.append((state, start, rows, pod_quota is not None, upper))
+            wants[id(upper)] += total
+            if upper is not node.root:
+                wants[id(node.root)] += min(total, limits.cap(levels[id(upper)][1], levels[id(upper)][2]))
+        factors = {}
+        for key, (counters, quota, cpus) in levels.items():
+            level_cap = limits.cap(quota, cpus)
+            factors[key] = level_cap / wants[key] if wants[key] > level_cap else 1.0
+        for state, start, rows, _, upper in plan:
+            f = factors[id(upper)] * (factors[id(node.root)] if upper is not node.root else 1.0)
+            for row in rows:
+                row[2] *= f
+        return plan, {key: quota is not None for key, (_, quota, _) in levels.items()}
+
+    def _sorted(self, node: _Node, cpus: frozenset) -> tuple[list[int], str]:
+        """The cpuset's CPUs in order and in the kernel's list format (cached: sets seldom vary)."""
+        out = node.sorted_sets.get(cpus)
+        if out is None:
+            if len(node.sorted_sets) > 256:
+                node.sorted_sets.clear()
+            out = node.sorted_sets[cpus] = (sorted(cpus), tree.cpulist(cpus))
+        return out
+
+    def _cpus_text(self, node: _Node, cpus: frozenset) -> str:
+        return self._sorted(node, cpus)[1]
 
     def _advance(self, node: _Node, now: float) -> None:
         dt_ns = round((now - node.last) * 1e9)
@@ -594,53 +834,78 @@ class NodeSimulator:
                               "counters wait for it", node.name, (node.last - now))
             return
         t = node.tree
+        ncpus = t.topology.cpus
+        for state in node.pods.values():  # containers whose back-off is over start again
+            for c in state.containers:
+                if c.state == "waiting" and now >= c.restart_at:
+                    self._restart(node, state, c, now)
+        plan, level_quotas = self._cpu_plan(node, now)
+        node.turn += 1
+        pods_add = [0] * ncpus
+        level_demand: dict[int, list] = {}
         pods_ns = 0
-        for state in node.pods.values():
+        for state, start, rows, pod_limited, upper in plan:
             stop = now if state.end is None else min(now, state.end)
-            if stop > state.accounted_to:
-                pod_dt_ns = round((stop - state.accounted_to) * 1e9)
-                mid = (stop + state.accounted_to) / 2 - state.started_at
-                demand_sum = usage_sum = 0.0
-                pod_ns = 0
-                for c, (demand, usage) in zip(state.containers, state.model.cpu(mid)):
-                    ns = round(usage * pod_dt_ns / 1000)
-                    c.counters.add_cpu(ns)
-                    c.counters.add_periods(pod_dt_ns, demand, usage)
-                    demand_sum += demand
-                    usage_sum += usage
-                    pod_ns += ns
-                state.counters.add_cpu(pod_ns)
-                state.counters.add_periods(pod_dt_ns, demand_sum, usage_sum)
-                node.root.add_cpu(pod_ns)
-                if state.kube_qos in node.qos:
-                    node.qos[state.kube_qos].add_cpu(pod_ns)
-                pods_ns += pod_ns
-                state.accounted_to = stop
-            self._set_memory(state, now)
+            pod_dt_ns = round((stop - start) * 1e9)
+            demand_sum = usage_sum = 0.0
+            pod_ns = 0
+            for c, demand, usage, limited, cpus in rows:
+                c_dt_ns = pod_dt_ns if c.started_at <= start else round((stop - c.started_at) * 1e9)
+                ns = round(usage * c_dt_ns / 1000)
+                c.counters.add_cpu(ns)
+                c.counters.add_periods(c_dt_ns, demand, usage, limited)
+                order = self._sorted(node, cpus)[0]
+                for target in (c.counters.stats.percpu, state.counters.stats.percpu, upper.stats.percpu,
+                               node.root.stats.percpu if upper is not node.root else None, pods_add):
+                    if target is not None:
+                        limits.spread(ns, order, node.turn, target)
+                demand_sum += demand
+                usage_sum += usage
+                pod_ns += ns
+            state.counters.add_cpu(pod_ns)
+            state.counters.add_periods(pod_dt_ns, demand_sum, usage_sum, pod_limited)
+            node.root.add_cpu(pod_ns)
+            if upper is not node.root:
+                upper.add_cpu(pod_ns)
+            for level in {id(upper): upper, id(node.root): node.root}.values():
+                acc = level_demand.setdefault(id(level), [level, 0.0, 0.0])
+                acc[1] += demand_sum
+                acc[2] += usage_sum
+            pods_ns += pod_ns
+            state.accounted_to = stop
+        for key, (level, demand, usage) in level_demand.items():
+            level.add_periods(dt_ns, demand, usage, level_quotas.get(key, False))
+        for state in list(node.pods.values()):
+            self._set_memory(node, state, now)
+        for q, counters in node.qos.items():  # a QoS class's memory limit (e.g. the koordlet's on BestEffort)
+            rel = tree.qos_dir(self.cgroup_driver, q)
+            self._enforce_scope(node, [p for p in node.pods.values() if p.kube_qos == q], node.limits.memory(rel),
+                                counters, now)
+        self._enforce_scope(node, list(node.pods.values()), node.limits.memory(tree.kubepods_dir(self.cgroup_driver)),
+                            node.root, now)
         since_boot = now - node.started_at
         if dt_ns > 0:
             system_ns = round(max(0.0, node.system.cpu((now + node.last) / 2 - node.started_at)) * dt_ns / 1000)
-            cpus = t.topology.cpus
-            busy = min(pods_ns + system_ns, cpus * dt_ns)
-            if busy < pods_ns + system_ns:
+            limits.spread(system_ns, list(range(ncpus)), node.turn, pods_add)
+            over = False
+            for i in range(ncpus):
+                add = pods_add[i]
+                if add > dt_ns:  # a CPU cannot be busier than the time that passed
+                    add, over = dt_ns, True
+                node.busy[i] += add
+                node.idle[i] += dt_ns - add
+            if over:
                 self._report_once(("overcommit", node.name), logging.WARNING,
-                                  "node %s: pods and system want more than its %d CPUs; /proc/stat shows them full",
-                                  node.name, cpus)
-            user = busy * USER_SHARE[0] // USER_SHARE[1]
-            old = [_share(node.user_ns, i, cpus) + _share(node.system_ns, i, cpus) for i in range(cpus)]
-            node.user_ns += user
-            node.system_ns += busy - user
-            for i in range(cpus):
-                now_busy = _share(node.user_ns, i, cpus) + _share(node.system_ns, i, cpus)
-                node.idle[i] += max(0, dt_ns - (now_busy - old[i]))
+                                  "node %s: pods and system want more than its CPUs; /proc/stat shows them full",
+                                  node.name)
             node.last = now
         self._write(node, since_boot)
 
     def _write(self, node: _Node, since_boot: float) -> None:
         t = node.tree
         cpus = t.topology.cpus
-        per_cpu = [CpuTimes(user=_share(node.user_ns, i, cpus), system=_share(node.system_ns, i, cpus), idle=node.idle[i])
-                   for i in range(cpus)]
+        per_cpu = [CpuTimes(user=b * USER_SHARE[0] // USER_SHARE[1], system=b - b * USER_SHARE[0] // USER_SHARE[1],
+                            idle=node.idle[i]) for i, b in enumerate(node.busy)]
         pods_anon = sum(p.counters.stats.anon for p in node.pods.values())
         pods_file = sum(p.counters.stats.file for p in node.pods.values())
         used = _pages(node.system.memory(since_boot)) + pods_anon
@@ -681,8 +946,10 @@ class NodeSimulator:
         log.log(level, fmt, *args, exc_info=exc_info)
 
 
-def _container_status(name: str, cid: str, image: str, state: Obj, *, ready: bool, started: bool = True) -> Obj:
+def _container_status(name: str, cid: str, image: str, state: Obj, *, ready: bool, started: bool = True,
+                      restarts: int = 0, last: Obj | None = None) -> Obj:
     digest = hashlib.sha256(image.encode()).hexdigest()
     repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-    return {"name": name, "state": state, "lastState": {}, "ready": ready, "restartCount": 0, "image": image,
+    return {"name": name, "state": state, "lastState": last or {}, "ready": ready, "restartCount": restarts,
+            "image": image,
             "imageID": f"{repo}@sha256:{digest}", "containerID": cid, "started": started}

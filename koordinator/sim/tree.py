@@ -310,6 +310,13 @@ class CgroupStats:
     cpus: str = ""
     mems: str = ""
     leaf: bool = False
+    #: The cpuset in force (own ∩ ancestors'); "" means ``cpus``. Shown in the kernel's read-only
+    #: effective files only, so what the koordlet wrote into ``cpuset.cpus`` is never overwritten.
+    effective_cpus: str = ""
+    #: cgroup v1 ``cpuacct.usage_percpu`` (ns per CPU); None: not written.
+    percpu: list[int] | None = None
+    oom: int = 0  # times the limit was hit and the OOM killer ran (memory.events max/oom)
+    oom_kill: int = 0  # processes killed (memory.events oom_kill, v1 memory.oom_control)
 
 
 def _anon_split(anon: int) -> tuple[int, int]:
@@ -332,6 +339,8 @@ def _cpu_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[str,
         ("cpuacct", "cpuacct.usage"): f"{s.usage_ns}\n",
         ("cpuacct", "cpuacct.stat"): f"user {s.user_ns // NS_PER_TICK}\nsystem {s.system_ns // NS_PER_TICK}\n",
         ("cpu", "cpu.stat"): f"nr_periods {s.nr_periods}\nnr_throttled {s.nr_throttled}\nthrottled_time {s.throttled_ns}\n",
+        **({("cpuacct", "cpuacct.usage_percpu"): "".join(f"{n} " for n in s.percpu) + "\n"}
+           if s.percpu is not None else {}),
     }
 
 
@@ -353,6 +362,8 @@ def _memory_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[s
                     "active_file": [_file_split(f)[0] for f in numa_file],
                     "unevictable": [0] * numa_nodes}
         return {
+            ("", "memory.events"): (f"low 0\nhigh 0\nmax {s.oom}\noom {s.oom}\noom_kill {s.oom_kill}\n"
+                                    "oom_group_kill 0\n"),
             ("", "memory.current"): f"{s.anon + s.file}\n",
             ("", "memory.stat"): "".join(f"{k} {v}\n" for k, v in stat.items()),
             ("", "memory.numa_stat"): "".join(
@@ -380,6 +391,7 @@ def _memory_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[s
                  + numa_line("hierarchical_total", total_numa) + numa_line("hierarchical_file", numa_file)
                  + numa_line("hierarchical_anon", numa_anon) + numa_line("hierarchical_unevictable", zero))
     return {
+        ("memory", "memory.oom_control"): f"oom_kill_disable 0\nunder_oom 0\noom_kill {s.oom_kill}\n",
         ("memory", "memory.usage_in_bytes"): f"{s.anon + s.file}\n",
         ("memory", "memory.stat"): memory_stat,
         ("memory", "memory.numa_stat"): numa_stat,
@@ -395,7 +407,7 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
             ("", "cpu.max"): f"{quota} {CFS_PERIOD_US}\n",
             ("", "cpu.weight"): f"{shares_to_weight(s.cpu_shares)}\n",
             ("", "cpuset.cpus"): "\n",
-            ("", "cpuset.cpus.effective"): f"{s.cpus}\n",
+            ("", "cpuset.cpus.effective"): f"{s.effective_cpus or s.cpus}\n",
             ("", "cpuset.mems.effective"): f"{s.mems}\n",
             ("", "memory.max"): ("max" if s.memory_limit is None else str(s.memory_limit)) + "\n",
         }
@@ -405,6 +417,7 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
         ("cpu", "cpu.shares"): f"{s.cpu_shares}\n",
         ("cpuset", "cpuset.cpus"): f"{s.cpus}\n",
         ("cpuset", "cpuset.mems"): f"{s.mems}\n",
+        ("cpuset", "cpuset.effective_cpus"): f"{s.effective_cpus or s.cpus}\n",
         ("memory", "memory.limit_in_bytes"): f"{V1_UNLIMITED if s.memory_limit is None else s.memory_limit}\n",
     }
     for subsystem in V1_SUBSYSTEMS:
@@ -417,8 +430,8 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
 # when its inputs changed (CPU counters move every tick; memory and controls seldom).
 _GROUPS = (
     (_cpu_files, lambda s: (s.usage_ns, s.user_ns, s.system_ns, s.nr_periods, s.nr_throttled, s.throttled_ns)),
-    (_memory_files, lambda s: (s.anon, s.file, s.memory_limit, s.leaf)),
-    (_control_files, lambda s: (s.cpu_quota_us, s.cpu_shares, s.memory_limit, s.cpus, s.mems)),
+    (_memory_files, lambda s: (s.anon, s.file, s.memory_limit, s.leaf, s.oom, s.oom_kill)),
+    (_control_files, lambda s: (s.cpu_quota_us, s.cpu_shares, s.memory_limit, s.cpus, s.mems, s.effective_cpus)),
 )
 
 

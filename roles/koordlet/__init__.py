@@ -39,6 +39,7 @@ log = logging.getLogger("koordinator.koordlet")
 DEFAULT_RUN_DIR = "/var/run/koordlet"
 METRICS_DB = "metrics.db"
 CHECKPOINT_DIR = "prediction-checkpoints"
+AUDIT_DIR = "audit"
 
 
 def _bytes(value: str) -> int:
@@ -61,6 +62,16 @@ def _percent(value: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid percent {value!r}: not an integer") from None
     if not 0 <= n <= 1000:
         raise argparse.ArgumentTypeError(f"invalid percent {n}: must be 0-1000")
+    return n
+
+
+def _seconds(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seconds {value!r}: not a number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid seconds {value!r}: must be >= 0")
     return n
 
 
@@ -111,6 +122,22 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
     duration("--prediction-model-checkpoint-interval", "10m", "how often a model is checkpointed")
     group.add_argument("--prediction-model-checkpoint-max-per-step", type=positive_int, default=12, metavar="N",
                        help="models checkpointed per round at most")
+    # QoS manager (A.2.5): intervals in whole seconds as Koordinator's flags; 0 switches a strategy off.
+    for flag, default, what in (("--cpu-suppress-interval-seconds", 1, "CPUSuppress round"),
+                                ("--cpu-evict-interval-seconds", 1, "CPUEvict round"),
+                                ("--memory-evict-interval-seconds", 1, "MemoryEvict round"),
+                                ("--memory-evict-cool-time-seconds", 4, "pause after a memory eviction"),
+                                ("--cpu-evict-cool-time-seconds", 20, "pause after a CPU eviction"),
+                                ("--reconcile-interval-seconds", 1, "CPUBurst and the cgroup reconcilers' round")):
+        group.add_argument(flag, type=_seconds, default=default, metavar="SECONDS", help=f"{what} (seconds)")
+    add_bool_flag(group, "--only-evict-by-api", default=False,
+                  help="evict through the eviction API only (default: kill containers through the runtime)")
+    group.add_argument("--resource-force-update-seconds", type=_seconds, default=60, metavar="SECONDS",
+                       help="the resource executor re-applies a cached cgroup value at least this often")
+    group.add_argument("--audit-log-dir", default="", metavar="DIR",
+                       help="where the audit log of cgroup changes goes (default: RUN_DIR/audit)")
+    group.add_argument("--audit-max-disk-space-mb", type=positive_int, default=16, metavar="MB",
+                       help="the audit log's size bound on disk")
 
 
 def check_options(options: RuntimeOptions[KoordletOptions]) -> None:
@@ -148,6 +175,8 @@ class KoordletParts:
     states: Any
     advisor: Any
     predictor: Any
+    executor: Any = None
+    qos: Any = None
     reporter: Any = None
     topology_reporter: Any = None
     device_reporter: Any = None
@@ -178,6 +207,32 @@ def _read_config_at_start(runtime: Any, options: RuntimeOptions[KoordletOptions]
     cfg = config.load(options.config)
     config.log_start(cfg, options)
     config.watch(runtime, options.config, cfg)
+
+
+def _qos_manager(runtime: Any, options: RuntimeOptions[KoordletOptions], layout: Any, cache: Any, states: Any,
+                 gates: dict[str, bool]) -> tuple[Any, Any]:
+    """The resource executor (audited cgroup writes) and the QoS manager's strategies on ``runtime``."""
+    from koordinator_roles.koordlet import qosmanager
+    from koordinator_roles.koordlet.resourceexecutor import AuditLog, ResourceExecutor
+
+    opts = options.role_options
+    registry = runtime.metrics.registry
+    audit = AuditLog(opts.audit_log_dir or os.path.join(opts.run_dir, AUDIT_DIR),
+                     max_bytes=opts.audit_max_disk_space_mb << 20)
+    executor = ResourceExecutor(layout, audit=audit, force_update_seconds=opts.resource_force_update_seconds,
+                                metrics=registry)
+    qos_options = qosmanager.QOSOptions(
+        cpu_suppress_interval=opts.cpu_suppress_interval_seconds, cpu_evict_interval=opts.cpu_evict_interval_seconds,
+        memory_evict_interval=opts.memory_evict_interval_seconds,
+        memory_evict_cool_time=opts.memory_evict_cool_time_seconds,
+        cpu_evict_cool_time=opts.cpu_evict_cool_time_seconds, reconcile_interval=opts.reconcile_interval_seconds,
+        only_evict_by_api=opts.only_evict_by_api, collect_interval=opts.collect_res_used_interval)
+    ctx = qosmanager.QOSContext(states=states, cache=cache, executor=executor, layout=layout, gates=gates,
+                                options=qos_options, node_name=options.node_name, client=runtime.client,
+                                events=runtime.event_recorder, metrics=registry)
+    manager = qosmanager.build(ctx)
+    manager.register(runtime)
+    return executor, manager
 
 
 def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> KoordletParts:
@@ -222,6 +277,8 @@ def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> Koordlet
         checkpoint_interval=opts.prediction_model_checkpoint_interval,
         checkpoint_max_per_step=opts.prediction_model_checkpoint_max_per_step)
     parts = KoordletParts(layout=layout, cache=cache, states=states, advisor=advisor, predictor=predictor)
+
+    parts.executor, parts.qos = _qos_manager(runtime, options, layout, cache, states, gates)
 
     if kubelet is not None:
         runtime.add_runnable("kubelet-pods", states.run)

@@ -63,6 +63,16 @@ FLAGS: dict[str, str] = {
     "predictionModelExpirationDuration": "prediction_model_expiration_duration",
     "predictionModelCheckpointInterval": "prediction_model_checkpoint_interval",
     "predictionModelCheckpointMaxPerStep": "prediction_model_checkpoint_max_per_step",
+    "reconcileIntervalSeconds": "reconcile_interval_seconds",
+    "cpuSuppressIntervalSeconds": "cpu_suppress_interval_seconds",
+    "cpuEvictIntervalSeconds": "cpu_evict_interval_seconds",
+    "memoryEvictIntervalSeconds": "memory_evict_interval_seconds",
+    "memoryEvictCoolTimeSeconds": "memory_evict_cool_time_seconds",
+    "cpuEvictCoolTimeSeconds": "cpu_evict_cool_time_seconds",
+    "onlyEvictByApi": "only_evict_by_api",
+    "auditLogDir": "audit_log_dir",
+    "auditMaxDiskSpaceMb": "audit_max_disk_space_mb",
+    "resourceForceUpdateSeconds": "resource_force_update_seconds",
 }
 
 

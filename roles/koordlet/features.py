@@ -55,14 +55,17 @@ GATES: dict[str, bool] = {
     "OOMScoreAdj": False,
 }
 
-_QOS = "the QoS manager is not implemented in this build yet"
+_QOS = "the QoS manager does not implement this strategy in this build yet"
 _HOOKS = "runtime hooks are not implemented in this build yet"
 UNSUPPORTED: dict[str, str] = {
-    "AuditEvents": "the audit log is not implemented in this build",
-    "AuditEventsHTTPHandler": "the audit log is not implemented in this build",
-    **dict.fromkeys(("BECPUSuppress", "BECPUManager", "BECPUEvict", "CPUEvict", "CPUAllocatableEvict",
-                     "BEMemoryEvict", "MemoryEvict", "MemoryAllocatableEvict", "CPUBurst", "SystemConfig",
-                     "RdtResctrl", "CgroupReconcile", "BlkIOReconcile"), _QOS),
+    # The audit log of cgroup changes is always written (RUN_DIR/audit); these gates add the event API.
+    "AuditEvents": "the audit events API is not implemented in this build",
+    "AuditEventsHTTPHandler": "the audit events API is not implemented in this build",
+    **dict.fromkeys(("BECPUManager", "CPUBurst", "SystemConfig", "RdtResctrl", "CgroupReconcile",
+                     "BlkIOReconcile"), _QOS),
+    # BECPUEvict decides from the BE tier's CPU satisfaction, which the BE resource collector (reference
+    # A.4.4) measures; without it the trigger would be on and never fire.
+    "BECPUEvict": "the BE resource collector BECPUEvict reads is not implemented in this build yet",
     "ResctrlCollector": "the resctrl collector is not implemented in this build",
     "RDMADevices": "RDMA device reporting is not implemented in this build",
     "CPICollector": "the CPI collector is not implemented in this build",

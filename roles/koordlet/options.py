@@ -42,3 +42,16 @@ class KoordletOptions:
     prediction_model_expiration_duration: float
     prediction_model_checkpoint_interval: float
     prediction_model_checkpoint_max_per_step: int
+    #: QoS manager (reference A.2.5), seconds.
+    cpu_suppress_interval_seconds: float = 1.0
+    cpu_evict_interval_seconds: float = 1.0
+    memory_evict_interval_seconds: float = 1.0
+    memory_evict_cool_time_seconds: float = 4.0
+    cpu_evict_cool_time_seconds: float = 20.0
+    reconcile_interval_seconds: float = 1.0
+    only_evict_by_api: bool = False
+    #: Resource executor: cached writes are re-applied at least this often (seconds).
+    resource_force_update_seconds: float = 60.0
+    #: Empty: RUN_DIR/audit.
+    audit_log_dir: str = ""
+    audit_max_disk_space_mb: int = 16
