@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import koordinator_roles as roles
-from koordinator.runtime.options import NODE_ROLES, parse_duration, port
+from koordinator.runtime.options import NODE_ROLES, parse_duration, parse_feature_gates, port
 from koordinator_roles import LocalContext, LocalSetup, SimulatedNode
 
 log = logging.getLogger("koordinator.local")
@@ -110,7 +110,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="cgroup hierarchy of the simulated nodes")
     p.add_argument("--cgroup-driver", choices=("systemd", "cgroupfs"), default="systemd",
                    help="cgroup driver (directory naming) of the simulated nodes")
+    p.add_argument("--koordlet-feature-gates", type=_feature_gates, default="", metavar="A=true,B=false",
+                   help="passed to every koordlet as its --feature-gates (e.g. MemoryEvict=true, CPUEvict=true: "
+                        "the eviction gates are off by default, as in Koordinator)")
     return p
+
+
+def _feature_gates(value: str) -> str:
+    """``--koordlet-feature-gates``: checked for its form here (a gate the koordlet does not know is refused
+    by the koordlet itself, which then exits 2 and shows as exited with its error)."""
+    parse_feature_gates(value)
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     config = LocalConfig(data_dir=Path(args.data_dir).absolute(), nodes=args.nodes, port=args.port,
                          log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
                          ready_timeout=args.ready_timeout, cgroup_version=args.cgroup_version,
-                         cgroup_driver=args.cgroup_driver)
+                         cgroup_driver=args.cgroup_driver,
+                         feature_gates={"koordlet": args.koordlet_feature_gates} if args.koordlet_feature_gates else {})
     return LocalCluster(config).run()
 
 
@@ -494,6 +505,8 @@ class LocalConfig:
     controllers: bool = True
     # After this long without everything ready, say what is not (and keep waiting).
     ready_timeout: float = 60.0
+    # role -> its --feature-gates (from --koordlet-feature-gates), given to each of its instances.
+    feature_gates: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -753,6 +766,9 @@ class LocalCluster:
                 self._start_role(role, None, setup.flags, setup.env)
 
     def _start_role(self, role: str, node: str | None, extra: list[str], env: dict[str, str]) -> None:
+        gates = self.config.feature_gates.get(role)
+        if gates:
+            extra = [*extra, "--feature-gates", gates]
         self._start_child(role, node, [*self.config.command, f"--role={role}"], extra, env)
 
     def _start_child(self, role: str, node: str | None, command: list[str], extra: list[str],

@@ -11,7 +11,13 @@
 Every case runs in a fresh process of its own, so its ``rss_mb`` (peak RSS) is that case's alone,
 not the peak of the cases before it.
 
+- ``enforce``: the whole koordlet per 1 s round (advisor, every QoS strategy, resource executor,
+  hook reconciler) and ``reaction``, LS usage spike → narrowed BE cpuset; see
+  :mod:`bench_koordlet_enforce`.
+
 Targets (issue 7): < 20 ms CPU per 1 s round at 100 pods, RSS < 120 MB, metric cache size bounded.
+Targets (issue 17): the whole koordlet ≤ 30 ms CPU per round at 100 pods; reaction ≤ 1.5 s (median).
+``ok`` is true when every case with a target met it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from koordinator_roles.koordlet.metricsadvisor import MetricsAdvisor  # noqa: E4
 from koordinator_roles.koordlet.statesinformer.states import pod_meta  # noqa: E402
 from koordinator_roles.koordlet.system.cgroup import detect_layout  # noqa: E402
 from koordinator_roles.koordlet.system.paths import HostPaths  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_koordlet_enforce import bench_reaction, bench_round  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -168,13 +177,19 @@ def main() -> int:
     parser.add_argument("--pods", default="100,500", help="comma separated pod counts for the round benchmark")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--hour-seconds", type=int, default=3600, help="seconds of samples for the cache benchmark")
+    parser.add_argument("--reaction-pods", type=int, default=100, help="pods of the spike reaction case (0: skip)")
     args = parser.parse_args()
-    out: dict = {"rounds": [], "hour": None}
+    out: dict = {"rounds": [], "hour": None, "enforce": [], "reaction": None}
     with tempfile.TemporaryDirectory(prefix="bench-koordlet-") as d:
         for n in (int(x) for x in args.pods.split(",") if x):
             out["rounds"].append(in_own_process(bench_rounds, n, args.rounds, Path(d)))
         if args.hour_seconds:
             out["hour"] = in_own_process(bench_hour, 100, args.hour_seconds, Path(d))
+        for n in (int(x) for x in args.pods.split(",") if x):
+            out["enforce"].append(in_own_process(bench_round, n, args.rounds, Path(d)))
+        if args.reaction_pods:
+            out["reaction"] = in_own_process(bench_reaction, args.reaction_pods, Path(d))
+    out["ok"] = all(case["ok"] for case in out["enforce"] + [out["reaction"]] if case and "ok" in case)
     print(json.dumps(out, indent=2))
     return 0
 

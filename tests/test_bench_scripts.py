@@ -75,3 +75,15 @@ def test_koordlet_cases_run_in_their_own_process(scripts, tmp_path):
     assert bench.in_own_process(os.getpid) != os.getpid()
     rounds = bench.in_own_process(bench.bench_rounds, 2, 3, tmp_path)
     assert rounds["pods"] == 2 and rounds["rss_mb"] > 0
+
+
+def test_koordlet_enforcement_cases_report_ok_from_their_figures(scripts, tmp_path):
+    """Tiny enforcement cases in their own process: every strategy ran without error, and the BE
+    cpuset narrowed after the LS spike in every trial (figures not asserted: no timed assertions)."""
+    bench = scripts("bench_koordlet")
+    enforce = bench.in_own_process(bench.bench_round, 4, 3, tmp_path)
+    assert enforce["errors"] == {} and "CPUSuppress" in enforce["strategies"]
+    assert enforce["ok"] is (enforce["cpu_ms_per_round_median"] <= enforce["target_ms"])
+    reaction = bench.in_own_process(bench.bench_reaction, 4, tmp_path, 1)
+    assert reaction["trials"] == 1 and reaction["missed"] == 0
+    assert reaction["ok"] is (reaction["reaction_s_median"] <= reaction["target_s"])

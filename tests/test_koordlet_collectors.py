@@ -745,3 +745,96 @@ def test_real_proc_node_usage_is_plausible():
     assert one(cache, kinds.NODE_CPU_USAGE, ts) == pytest.approx(last["node"]["cpu"])
     info = cache.get_kv(kinds.KV_NODE_CPU_INFO)
     assert info["total_cpus"] >= 1 and len(info["cpus"]) == info["total_cpus"]
+
+
+# -- BE resource collector (reference A.4.4) ---------------------------------------------------------
+
+POD_D = "d1b2c3d4-0000-4000-8000-00000000000d"      # BE (BestEffort), two containers
+CID_D1 = "containerd://" + "d1" * 32
+CID_D2 = "containerd://" + "d2" * 32
+
+
+def be_pod_spec(qos: str, *batch_cpu: str) -> dict:
+    return {"metadata": {"labels": {"koordinator.sh/qosClass": qos}},
+            "spec": {"containers": [{"name": f"c{i}", "resources": {"requests": {"kubernetes.io/batch-cpu": q}}}
+                                    for i, q in enumerate(batch_cpu)]}}
+
+
+def be_scene(tmp_path: Path, version: int, driver: str) -> tuple[Scene, str]:
+    """The standard scene plus a BE pod (two containers) with cpusets and a CFS quota on the BE QoS dir."""
+    scene = make_scene(tmp_path, version, driver)
+    tree, layout = scene.tree, scene.tree.layout
+    be = FakePod(layout, POD_D, "BestEffort", [("w1", CID_D1), ("w2", CID_D2)])
+    be.pod = be_pod_spec("BE", "2000", "1000")            # 3000m
+    scene.pods[POD_A].pod = be_pod_spec("LS", "5000")     # batch-cpu of a non-BE pod: not counted
+    scene.pods[POD_C].pod = be_pod_spec("BE", "-5", "500")  # negative requests are left out: 500m
+    scene.states.pod_list.append(be)
+    qos = layout.qos_dir("BestEffort")
+    tree.cgroup(qos, cpu_ns=50_000_000_000)
+    tree.cgroup(be.cgroup_dir, cpu_ns=0)
+    for cid in (CID_D1, CID_D2):
+        tree.cgroup(be.container_dir(cid), cpu_ns=0)
+    if version == 1:
+        write(tree.file("cpuset", qos, "cpuset.cpus"), "0-3\n")
+        write(tree.file("cpu", qos, "cpu.cfs_quota_us"), "150000\n")
+        write(tree.file("cpu", qos, "cpu.cfs_period_us"), "100000\n")
+    else:
+        # v2: an empty own list is the parent's; the effective file says what it is
+        write(tree.file("cpuset", qos, "cpuset.cpus"), "\n")
+        write(tree.file("cpuset", qos, "cpuset.cpus.effective"), "0-3\n")
+        write(tree.file("cpu", qos, "cpu.max"), "150000 100000\n")
+    # the suppress strategy narrows bottom-up: one container already has 2 CPUs
+    write(tree.file("cpuset", be.container_dir(CID_D1), "cpuset.cpus"), "1-2\n")
+    write(tree.file("cpuset", be.container_dir(CID_D2), "cpuset.cpus"), "0-3\n")
+    return scene, qos
+
+
+def be_values(scene: Scene, at: float) -> dict[str, float]:
+    return {alloc: one(scene.cache, kinds.NODE_BE, at, be_resource="cpu", be_allocation=alloc)
+            for alloc in ("usage", "request", "real-limit")}
+
+
+@pytest.mark.parametrize("version, driver", LAYOUTS, ids=LAYOUT_IDS)
+def test_be_resource_collector_hand_computed(tmp_path, version, driver):
+    scene, qos = be_scene(tmp_path, version, driver)
+    scene.advisor.collect_once()
+    # First round: usage 0 (baseline only); request 3000 + 500; limit min(2 CPUs, 150000/100000) = 1500.
+    assert be_values(scene, 1000.0) == {"usage": 0, "request": 3500, "real-limit": 1500}
+    # 3 s of CPU time in 2 s = 1500m; quota lifted: the limit is the smallest cpuset, 2 CPUs.
+    scene.tree.cgroup(qos, cpu_ns=53_000_000_000)
+    if version == 1:
+        write(scene.tree.file("cpu", qos, "cpu.cfs_quota_us"), "-1\n")
+    else:
+        write(scene.tree.file("cpu", qos, "cpu.max"), "max 100000\n")
+    scene.clock.now = 1002.0
+    scene.advisor.collect_once()
+    assert be_values(scene, 1002.0) == {"usage": 1500, "request": 3500, "real-limit": 2000}
+    assert scene.advisor.last_round()["be_cpu"] == {"usage": 1500, "request": 3500, "real-limit": 2000}
+
+
+def test_be_resource_collector_writes_nothing_without_the_qos_files(tmp_path, caplog):
+    scene, qos = be_scene(tmp_path, 2, "systemd")
+    os.remove(scene.tree.file("cpu", qos, "cpu.max"))
+    with caplog.at_level(logging.WARNING):
+        scene.advisor.collect_once()
+    assert values(scene.cache, kinds.NODE_BE, 1000.0) == []
+    assert any("BE resource collection skipped" in r.getMessage() and "cpu.max" in r.getMessage()
+               for r in caplog.records)
+    # the other collectors went on
+    second_round(scene)
+    scene.advisor.collect_once()
+    assert one(scene.cache, kinds.NODE_MEMORY_USAGE, 1002.0) == NODE_MEMORY
+    assert values(scene.cache, kinds.NODE_BE, 1002.0) == []
+
+
+def test_be_resource_units():
+    from koordinator_roles.koordlet.metricsadvisor.beresource import (be_pod_request_milli, real_limit_milli,
+                                                                       usage_milli)
+    assert real_limit_milli(4, -1, 100000) == 4000
+    assert real_limit_milli(4, 250000, 100000) == 2500
+    assert real_limit_milli(2, 250000, 100000) == 2000
+    assert usage_milli(1_999_999, 0.001) == 1999          # int(), not rounding
+    assert usage_milli(-5, 1.0) == 0 and usage_milli(5, 0) == 0
+    assert be_pod_request_milli(be_pod_spec("BE", "1k", "250")) == 1250
+    assert be_pod_request_milli(be_pod_spec("LS", "1000")) == 0
+    assert be_pod_request_milli(None) == 0

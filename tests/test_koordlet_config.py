@@ -146,7 +146,7 @@ def test_keys_without_effect_are_logged_once_in_one_line(tmp_path, caplog):
     ("kubeApiBurst: 0\n", "kubeApiBurst: invalid value '0': must be positive"),
     ("procRootDir: /nonexistent-proc\n", "procRootDir: '/nonexistent-proc' is not a directory"),
     ("featureGates: {NoSuchGate: true}\n", "featureGates: unrecognized feature gate: NoSuchGate"),
-    ("featureGates: {CgroupReconcile: true}\n", "featureGates: CgroupReconcile=true is not supported: the QoS manager"),
+    ("featureGates: {BECPUManager: true}\n", "featureGates: BECPUManager=true is not supported: the QoS manager"),
 ])
 def test_bad_documents_exit_2_naming_file_key_and_value(document, needle, tmp_path, capsys):
     path = write_config(tmp_path / "koordlet.yaml", document)

@@ -482,3 +482,44 @@ def test_be_cpu_evict_strategy_reads_the_be_collector_series():
         # Now every sample in the window is 1000/3000 = 0.333 -> release int(3000 * (0.75 - 0.333...)) = 1250.
         [task] = strategy.decide(now[0])
         assert task.feature == "BECPUEvict" and task.demand == 1250 and names(task) == ["a", "b"]
+
+
+def test_be_cpu_evict_fires_from_the_be_resource_collectors_figures(tmp_path):
+    """The real metrics advisor measures the BE tier on a cgroup tree; BECPUEvict decides from that."""
+    from koordinator_roles.koordlet import features
+    from tests.test_koordlet_collectors import POD_A, POD_C, POD_D, be_scene, write
+
+    assert features.resolve({"BECPUEvict": True})["BECPUEvict"]
+    scene, qos = be_scene(tmp_path, 2, "cgroupfs")
+    tree = scene.tree
+    be_c = pod("c", batch_cpu=1000, uid=POD_C)
+    be_d = pod("d", batch_cpu=2000, uid=POD_D)
+    scene.pods[POD_A].pod = pod("ls", qos="LS", batch_cpu=5000, uid=POD_A)   # not BE: neither request nor victim
+    scene.pods[POD_C].pod = be_c
+    scene.states.pod_list[-1].pod = be_d
+    # CPU suppress left the BE tier one CPU, no quota: real limit 1000m for 3000m of batch-cpu requests.
+    write(tree.file("cpuset", qos, "cpuset.cpus"), "1\n")
+    write(tree.file("cpu", qos, "cpu.max"), "max 100000\n")
+    d_dir = scene.states.pod_list[-1].cgroup_dir
+    for i in range(7):          # one round a second; the BE tier burns 950m of its 1000m, d 900m of that
+        scene.clock.now = 1000.0 + i
+        tree.cgroup(qos, cpu_ns=50_000_000_000 + i * 950_000_000)
+        tree.cgroup(d_dir, cpu_ns=i * 900_000_000)
+        scene.advisor.collect_once()
+    slo = {"resourceUsedThresholdWithBE": {"enable": True, **BE_SLO, "cpuEvictTimeWindowSeconds": 4}}
+    now = [scene.clock.now]
+    states = States(node(cpu="4"), slo, [be_c, scene.pods[POD_A].pod, be_d])
+    strategy = cpuevict.CPUEvict(strategy_ctx(None, states, scene.cache.cache, {"BECPUEvict": True}, now))
+    # usage 950 / limit 1000 = 95% >= 90%; satisfaction 1000/3000 = 0.333 <= 0.50
+    # -> release int(3000 * (0.75 - 0.333...)) = 1250; d (0.45 used/requested) before c (0).
+    [task] = strategy.decide(now[0])
+    assert task.feature == "BECPUEvict" and task.demand == 1250 and names(task) == ["d", "c"]
+    # The suppress strategy gives the tier its four CPUs back: satisfied, nothing to release.
+    write(tree.file("cpuset", qos, "cpuset.cpus"), "0-3\n")
+    for c in ("d1", "d2"):
+        write(tree.file("cpuset", f"{d_dir}/{c * 32}", "cpuset.cpus"), "0-3\n")
+    for i in range(7, 12):
+        scene.clock.now = now[0] = 1000.0 + i
+        tree.cgroup(qos, cpu_ns=50_000_000_000 + i * 950_000_000)
+        scene.advisor.collect_once()
+    assert strategy.decide(now[0]) == []

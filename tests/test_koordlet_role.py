@@ -28,7 +28,7 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
     (["--prediction-safety-margin-percent=-5"], "invalid percent -5: must be 0-1000"),
     (["--cgroup-driver=docker"], "argument --cgroup-driver: invalid choice: 'docker'"),
     (["--feature-gates=NoSuchGate=true"], "--feature-gates: unrecognized feature gate: NoSuchGate"),
-    (["--feature-gates=CgroupReconcile=true"], "--feature-gates: CgroupReconcile=true is not supported: the QoS manager"),
+    (["--feature-gates=BECPUManager=true"], "--feature-gates: BECPUManager=true is not supported: the QoS manager"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(flags, needle, capsys, tmp_path):
     code, err = run_main(["--role=koordlet", "--node-name=n1", f"--run-dir={tmp_path}", *flags], capsys)
@@ -40,7 +40,7 @@ def test_bad_flags_exit_2_naming_the_flag(flags, needle, capsys, tmp_path):
 def test_feature_gates_defaults_and_inactive():
     gates = features.resolve({"Accelerators": True, "BECPUSuppress": False})
     assert gates["Accelerators"] and gates["NodeTopologyReport"] and not gates["BECPUSuppress"]
-    # On by default in Koordinator, accepted, reported as doing nothing here.
-    assert features.inactive(gates) == ["BatchResource", "CPUBurst", "CPUSetAllocator", "GroupIdentity",
-                                        "RdtResctrl"]
+    # Every gate on by default in Koordinator does something here (the runtime hooks run in reconciler mode).
+    assert features.inactive(gates) == []
+    assert features.resolve({"CPUNormalization": True})["CPUNormalization"]
     assert "NodeTopologyReport" not in features.inactive(features.resolve({}))

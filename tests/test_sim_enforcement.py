@@ -251,3 +251,22 @@ def test_limit_reader_parses_only_changed_files(tmp_path):
     assert reader.cpu(rel) == 2000 and reader.parses == parses + 1
     (t.cgroup_root / rel / "cpu.max").unlink()
     assert reader.cpu(rel) is None
+
+
+def test_limit_reader_keeps_the_value_over_a_writers_truncation(tmp_path):
+    """The koordlet writes a cgroup file with O_TRUNC then write(); a tick falling in between must not lift
+    the limit (a real cgroup never shows the empty file), while a file that stays empty does."""
+    t = tree.NodeTree(tmp_path, "n", tree.Topology.for_cpus(4), 8 << 30)
+    t.create(boot_time=0)
+    reader = LimitReader(t)
+    rel = tree.qos_dir(tree.SYSTEMD, tree.BEST_EFFORT)
+    path = t.cgroup_root / rel / "cpuset.cpus"
+    path.write_text("0-1\n")
+    assert reader.cpus(rel) == frozenset({0, 1})
+    path.write_text("")                     # truncated, the write not done yet
+    assert reader.cpus(rel) == frozenset({0, 1})
+    path.write_text("2\n")                  # the write lands
+    assert reader.cpus(rel) == frozenset({2})
+    path.write_text("")                     # emptied for good: inherited from the parent
+    assert reader.cpus(rel) == frozenset({2})
+    assert reader.cpus(rel) is None

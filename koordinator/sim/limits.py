@@ -8,7 +8,9 @@ simulated usage obeys whatever the files say now: the CFS quota (``cpu.cfs_quota
 
 A file is parsed again only when its (mtime, size, inode) changed, so a tick costs one ``stat``
 per file. A missing, unreadable or malformed file means "no limit": the kernel would have refused
-a malformed write, so what is on disk and unparsable cannot be in force.
+a malformed write, so what is on disk and unparsable cannot be in force. A file that held a value and
+is found empty keeps that value for one more look: on these plain files a reader can fall between a
+writer's truncation and its write, which a real cgroup file never shows.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class LimitReader:
         self.ncpus = node_tree.topology.cpus
         self._cache: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self._paths: dict[tuple[str, str, str], str] = {}
+        self._emptied: set[str] = set()  # files seen empty once after holding a value (see _read)
         self.parses = 0  # files parsed (not merely stat'ed): for tests and benchmarks
 
     def _read(self, path: str, parse: Callable[[str], Any]) -> Any:
@@ -110,6 +113,13 @@ class LimitReader:
         hit = self._cache.get(path)
         if hit is not None and hit[0] == key:
             return hit[1]
+        if st.st_size == 0 and hit is not None and hit[1] is not None and path not in self._emptied:
+            # A writer between its O_TRUNC and its write() (the koordlet writes "echo v > file"-style, as a
+            # cgroup wants): a real cgroup file is never seen empty then. Keep the value in force for this
+            # look; an empty file is believed when it is still empty at the next one.
+            self._emptied.add(path)
+            return hit[1]
+        self._emptied.discard(path)
         try:
             with open(path, encoding="ascii", errors="replace") as f:
                 value = parse(f.read(4096))
@@ -155,6 +165,7 @@ class LimitReader:
         marker = os.sep + rel + os.sep
         for path in [p for p in self._cache if marker in p]:
             del self._cache[path]
+            self._emptied.discard(path)
         for key in [k for k in self._paths if k[1] == rel or k[1].startswith(rel + "/")]:
             del self._paths[key]
 

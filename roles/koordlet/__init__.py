@@ -180,6 +180,7 @@ class KoordletParts:
     reporter: Any = None
     topology_reporter: Any = None
     device_reporter: Any = None
+    runtime_hooks: Any = None
 
 
 class _CacheCloser:
@@ -229,10 +230,23 @@ def _qos_manager(runtime: Any, options: RuntimeOptions[KoordletOptions], layout:
         only_evict_by_api=opts.only_evict_by_api, collect_interval=opts.collect_res_used_interval)
     ctx = qosmanager.QOSContext(states=states, cache=cache, executor=executor, layout=layout, gates=gates,
                                 options=qos_options, node_name=options.node_name, client=runtime.client,
-                                events=runtime.event_recorder, metrics=registry)
+                                events=runtime.event_recorder, metrics=registry, proc_root=opts.proc_root,
+                                sys_root=opts.sys_root)
     manager = qosmanager.build(ctx)
     manager.register(runtime)
     return executor, manager
+
+
+def _runtime_hooks(runtime: Any, options: RuntimeOptions[KoordletOptions], executor: Any, cache: Any, states: Any,
+                   gates: dict[str, bool]) -> Any:
+    """The runtime hooks in reconciler mode (reference A.8.1), through the QoS manager's executor."""
+    from koordinator_roles.koordlet import runtimehooks
+
+    opts = options.role_options
+    reconciler = runtimehooks.build(states, executor, gates, cache=cache, interval=opts.reconcile_interval_seconds,
+                                    events=runtime.event_recorder, proc_root=opts.proc_root)
+    reconciler.register(runtime)
+    return reconciler
 
 
 def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> KoordletParts:
@@ -279,6 +293,7 @@ def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> Koordlet
     parts = KoordletParts(layout=layout, cache=cache, states=states, advisor=advisor, predictor=predictor)
 
     parts.executor, parts.qos = _qos_manager(runtime, options, layout, cache, states, gates)
+    parts.runtime_hooks = _runtime_hooks(runtime, options, parts.executor, cache, states, gates)
 
     if kubelet is not None:
         runtime.add_runnable("kubelet-pods", states.run)

@@ -61,11 +61,7 @@ UNSUPPORTED: dict[str, str] = {
     # The audit log of cgroup changes is always written (RUN_DIR/audit); these gates add the event API.
     "AuditEvents": "the audit events API is not implemented in this build",
     "AuditEventsHTTPHandler": "the audit events API is not implemented in this build",
-    **dict.fromkeys(("BECPUManager", "CPUBurst", "SystemConfig", "RdtResctrl", "CgroupReconcile",
-                     "BlkIOReconcile"), _QOS),
-    # BECPUEvict decides from the BE tier's CPU satisfaction, which the BE resource collector (reference
-    # A.4.4) measures; without it the trigger would be on and never fire.
-    "BECPUEvict": "the BE resource collector BECPUEvict reads is not implemented in this build yet",
+    "BECPUManager": _QOS,
     "ResctrlCollector": "the resctrl collector is not implemented in this build",
     "RDMADevices": "RDMA device reporting is not implemented in this build",
     "CPICollector": "the CPI collector is not implemented in this build",
@@ -75,9 +71,9 @@ UNSUPPORTED: dict[str, str] = {
     "PodResourcesProxy": "the pod-resources proxy is not implemented in this build",
     "HamiCoreVGPUMonitor": "HAMi vGPU monitoring is not implemented in this build",
     "PerCPUMetric": "per-CPU metrics are not implemented in this build",
-    **dict.fromkeys(("GroupIdentity", "CPUSetAllocator", "BatchResource", "GPUEnvInject", "RDMADeviceInject",
-                     "CPUNormalization", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl", "OOMScoreAdj"),
-                    _HOOKS),
+    # GroupIdentity, CPUSetAllocator, BatchResource and CPUNormalization run in reconciler mode (runtimehooks/).
+    **dict.fromkeys(("GPUEnvInject", "RDMADeviceInject", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
+                     "OOMScoreAdj"), _HOOKS),
 }
 
 

@@ -81,6 +81,12 @@ LABEL_CACHE_ID = "cache_id"
 LABEL_RESCTRL_TYPE = "resctrl_type"
 LABEL_RESCTRL_MB_TYPE = "resctrl_mb_type"
 
+# node_be label values: the BE resource collector writes them, BECPUEvict reads them (milli-cores).
+BE_RESOURCE_CPU = "cpu"
+BE_ALLOCATION_USAGE = "usage"
+BE_ALLOCATION_REQUEST = "request"
+BE_ALLOCATION_REAL_LIMIT = "real-limit"
+
 _NUMA = (LABEL_NUMA_NODE_ID,)
 _POD = (LABEL_POD_UID,)
 _CONTAINER = (LABEL_CONTAINER_ID,)

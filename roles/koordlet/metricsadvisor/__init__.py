@@ -1,7 +1,7 @@
 """The koordlet's metrics advisor (reference A.4): collectors of node, NUMA, pod, container,
-host-application and system usage, and of static node facts, feeding the metric cache.
+host-application, BE-tier and system usage, and of static node facts, feeding the metric cache.
 
-More collectors (BE resource, CPI, PSI, page cache, resctrl, cold pages, devices) plug in as
+More collectors (CPI, PSI, page cache, resctrl, cold pages, devices) plug in as
 :class:`~koordinator_roles.koordlet.metricsadvisor.framework.Collector` subclasses.
 """
 

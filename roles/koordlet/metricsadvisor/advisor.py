@@ -7,6 +7,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from koordinator_roles.koordlet.metricsadvisor.beresource import BEResourceCollector
 from koordinator_roles.koordlet.metricsadvisor.framework import Baselines, Collector, PodViews, Round, SharedState, WarnOncePerKey
 from koordinator_roles.koordlet.metricsadvisor.hostapplication import HostApplicationCollector
 from koordinator_roles.koordlet.metricsadvisor.nodeinfo import NodeInfoCollector
@@ -33,7 +34,7 @@ class MetricsAdvisor:
     seconds and node facts every ``node_info_interval`` (reference A.4).
 
     Collectors, in round order: NodeInfo (its own interval), NodeResource, PodResource,
-    PodThrottled, HostApplication, SystemResource. A round never raises: bad host files are logged
+    PodThrottled, BEResource, HostApplication, SystemResource. A round never raises: bad host files are logged
     (warning once per pod or path, debug afterwards) and skipped; all samples of a round go into the
     cache in one ``insert``.
     """
@@ -69,6 +70,7 @@ class MetricsAdvisor:
             NodeResourceCollector(paths, baselines()),
             PodResourceCollector(baselines()),
             PodThrottledCollector(baselines()),
+            BEResourceCollector(layout, baselines()),
             HostApplicationCollector(layout, baselines()),
             SystemResourceCollector(sys_outdated),
         ]

@@ -5,7 +5,10 @@
 - :mod:`.helpers`: shared helpers of reference A.7.1 (node reserved, non-BE usage, BE cpuset);
 - :mod:`.cpusuppress`: CPUSuppress (A.7.2), both policies;
 - :mod:`.cpuevict`, :mod:`.memoryevict` (A.7.3, A.7.4): the eviction triggers, pure decisions over
-  :mod:`.evictpods` and :mod:`.allocatableevict`, executed by :mod:`.evictor` (A.7.5).
+  :mod:`.evictpods` and :mod:`.allocatableevict`, executed by :mod:`.evictor` (A.7.5);
+- :mod:`.cpuburst` (A.7.6, with :mod:`.burstlimiter`), :mod:`.resctrl` (A.7.7), :mod:`.blkio` (A.7.8), :mod:`.memoryqos`
+  (CgroupReconcile, A.7.10), :mod:`.sysconfig` (A.7.9): the reconcilers; :mod:`.kernel` logs once
+  what the node's kernel lacks.
 
 A new strategy is added to :func:`strategy_classes` (see :mod:`.framework` for the contract).
 """
@@ -27,8 +30,14 @@ def strategy_classes() -> list[type[Strategy]]:
     from koordinator_roles.koordlet.qosmanager.cpuevict import CPUEvict
     from koordinator_roles.koordlet.qosmanager.cpusuppress import CPUSuppress
     from koordinator_roles.koordlet.qosmanager.memoryevict import MemoryEvict
+    from koordinator_roles.koordlet.qosmanager.cpuburst import CPUBurst
+    from koordinator_roles.koordlet.qosmanager.resctrl import ResctrlReconcile
+    from koordinator_roles.koordlet.qosmanager.memoryqos import CgroupReconcile
+    from koordinator_roles.koordlet.qosmanager.sysconfig import SystemConfig
+    from koordinator_roles.koordlet.qosmanager.blkio import BlkIOReconcile
 
-    return [CPUSuppress, CPUEvict, MemoryEvict]
+    return [CPUSuppress, CPUEvict, MemoryEvict, CPUBurst, ResctrlReconcile, BlkIOReconcile, CgroupReconcile,
+            SystemConfig]
 
 
 def build(ctx: QOSContext) -> QOSManager:

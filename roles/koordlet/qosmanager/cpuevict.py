@@ -43,9 +43,10 @@ EVICT_BY_ALLOCATABLE = "evictByAllocatable"
 TARGET_BATCH_CPU_REQUEST = "batch-cpu-request"
 TARGET_CPU_USED = "cpu-used"
 
-BE_USAGE = "usage"
-BE_REQUEST = "request"
-BE_REAL_LIMIT = "real-limit"
+# The node_be series the BE resource collector writes (one definition, in kinds).
+BE_USAGE = kinds.BE_ALLOCATION_USAGE
+BE_REQUEST = kinds.BE_ALLOCATION_REQUEST
+BE_REAL_LIMIT = kinds.BE_ALLOCATION_REAL_LIMIT
 
 Obj = Mapping[str, Any]
 Warn = Callable[[str], None]
@@ -303,7 +304,7 @@ def _be_figures(cache: Any, now: float, window: float,
                 current_window: float) -> tuple[BECPUFigures | None, BECPUFigures | None]:
     """Average over ``window`` and latest (within ``current_window``) BE CPU figures; None without data."""
     def series(alloc: str, start: float) -> Any:
-        return cache.query(kinds.NODE_BE, start, now, **{kinds.LABEL_BE_RESOURCE: "cpu",
+        return cache.query(kinds.NODE_BE, start, now, **{kinds.LABEL_BE_RESOURCE: kinds.BE_RESOURCE_CPU,
                                                          kinds.LABEL_BE_ALLOCATION: alloc})
 
     allocs = (BE_USAGE, BE_REQUEST, BE_REAL_LIMIT)

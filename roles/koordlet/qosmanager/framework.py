@@ -73,6 +73,9 @@ class QOSContext:
     events: Callable[[], Any] | None = None
     metrics: Any = None
     clock: Callable[[], float] = time.time
+    #: ``--proc-root`` and ``--sys-root``: sysctls (SystemConfig) and resctrl (``<sys-root>/fs/resctrl``).
+    proc_root: str = "/proc"
+    sys_root: str = "/sys"
 
     def __post_init__(self) -> None:
         # koordlet_qos_strategy_rounds_total{strategy,result}: one counter for all strategies.

@@ -72,6 +72,14 @@ class HostFiles:
         with open(path, encoding="ascii", errors="replace") as f:
             return f.read()
 
+    def append(self, path: str, text: str) -> None:
+        """One ``write()`` of ``text`` appended to ``path`` (resctrl ``tasks``: each write adds a task)."""
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, text.encode("ascii"))
+        finally:
+            os.close(fd)
+
     def write(self, path: str, text: str) -> None:
         # O_TRUNC without O_CREAT, as a shell's "echo v > file": cgroup files exist or the cgroup is gone
         # (kernfs ignores the truncation; a fake tree's regular file needs it); one write() call, as the
@@ -178,6 +186,49 @@ class ResourceExecutor:
         for i, j, res, target, path in reversed(pending):
             results[i][j] = self._write(res, levels[i][j], target, path)
         return [[r if r is not None else Result.ERROR for r in level] for level in results]
+
+    def update_file(self, res: Resource, path: str, value: Any, owner: str, reason: str = "") -> Result:
+        """Apply one value to a host file outside the cgroup tree (a sysctl under ``--proc-root``, a resctrl
+        ``schemata``): the same validation, cache, audit, counting and once-per-file reporting as
+        :meth:`update`; ``res`` is one of :data:`~..system.resources.HOST_FILES`."""
+        update = CgroupUpdate(res.name, path, value, owner, reason)
+        try:
+            target = res.validate(value)
+        except InvalidValue as err:
+            log.warning("resource executor: %s refused for %s (owner %s): %s", res.name, path, owner, err)
+            return self._count(res.name, Result.INVALID)
+        return self._write(res, update, target, path)
+
+    def append_file(self, res: Resource, path: str, values: Sequence[Any], owner: str, reason: str = "") -> Result:
+        """Append each value to ``path`` in its own ``write()`` (resctrl ``tasks`` takes one task id per write;
+        a task that exited meanwhile is refused alone, the others still go in). Not cached: the file is a
+        set the kernel keeps. Audited as one change listing the values; WRITTEN when at least one went in."""
+        texts = []
+        for value in values:
+            try:
+                texts.append(res.validate(value))
+            except InvalidValue as err:
+                log.warning("resource executor: %s refused for %s (owner %s): %s", res.name, path, owner, err)
+        if not texts:
+            return self._count(res.name, Result.UNCHANGED)
+        written = []
+        for text in texts:
+            try:
+                self.files.append(path, text + "\n")    # one id per line, as the kernel lists them
+            except FileNotFoundError:
+                self._report(path, "missing", "no such file (group gone or not supported)")
+                return self._count(res.name, Result.MISSING)
+            except OSError as err:
+                # ESRCH/EINVAL: the task exited between listing and writing; nothing to report per file.
+                log.debug("resource executor: %s: append of %s failed: %s", path, text, err.strerror or err)
+                continue
+            written.append(text)
+        if not written:
+            return self._count(res.name, Result.REFUSED)
+        log.debug("resource executor: %s += %s by %s: %s", path, ",".join(written), owner, reason)
+        if self.audit is not None:
+            self.audit.record(path, None, ",".join(written), owner, reason)
+        return self._count(res.name, Result.WRITTEN)
 
     def invalidate(self, rel_dir: str | None = None) -> None:
         """Forget cached values (all, or those under ``rel_dir``), e.g. after a cgroup was recreated."""

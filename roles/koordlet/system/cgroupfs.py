@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from koordinator_roles.koordlet.system.cgroup import CgroupLayout
+from koordinator_roles.koordlet.system.cpuset import parse_cpuset
 from koordinator_roles.koordlet.system.errors import SystemFileError
 from koordinator_roles.koordlet.system.fileio import _show, keyed_ints, line_patterns, read_bytes
 
@@ -152,6 +153,45 @@ class CgroupReader:
         path = self.path("cpu", rel_dir, "cpu.stat")
         periods, throttled = keyed_ints(self._file(path), _THROTTLING, path)
         return periods, throttled
+
+    def cpu_quota(self, rel_dir: str) -> tuple[int, int]:
+        """(CFS quota, period) in µs, quota -1 when unlimited: v1 ``cpu.cfs_quota_us`` and
+        ``cpu.cfs_period_us``, v2 ``cpu.max`` (``max 100000`` or ``<quota> <period>``)."""
+        if self.layout.version == 2:
+            path = self.path("cpu", rel_dir, "cpu.max")
+            data = self._file(path)
+            parts = data.split()
+            try:
+                if len(parts) != 2:
+                    raise ValueError
+                return (-1 if parts[0] == b"max" else int(parts[0])), int(parts[1])
+            except ValueError:
+                raise SystemFileError(path, f"not '<quota|max> <period>': {_show(data)}") from None
+        return self._int("cpu", rel_dir, "cpu.cfs_quota_us"), self._int("cpu", rel_dir, "cpu.cfs_period_us")
+
+    def cpuset_cpus(self, rel_dir: str) -> list[int]:
+        """The CPUs of ``cpuset.cpus``; on v2 an empty own list means the parent's, so the
+        ``cpuset.cpus.effective`` list is read then (what the tasks actually get)."""
+        path = self.path("cpuset", rel_dir, "cpuset.cpus")
+        cpus = self._cpus(path)
+        if not cpus and self.layout.version == 2:
+            cpus = self._cpus(self.path("cpuset", rel_dir, "cpuset.cpus.effective"))
+        return cpus
+
+    def _cpus(self, path: str) -> list[int]:
+        data = self._file(path)
+        try:
+            return parse_cpuset(data.decode("ascii").strip(), path)
+        except (UnicodeDecodeError, ValueError):
+            raise SystemFileError(path, f"not a CPU list: {_show(data)}") from None
+
+    def _int(self, subsystem: str, rel_dir: str, filename: str) -> int:
+        path = self.path(subsystem, rel_dir, filename)
+        data = self._file(path)
+        try:
+            return int(data)
+        except ValueError:
+            raise SystemFileError(path, f"not an integer: {_show(data)}") from None
 
     # -- memory ------------------------------------------------------------------------------------
 

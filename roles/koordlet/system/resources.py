@@ -98,6 +98,8 @@ class Resource:
     v2_read_file: str | None = None
     #: mergeable in leveled batches (A.3.2): "union" (cpusets) or "max" (quota, memory protections).
     merge: str | None = None
+    #: file text → canonical text, on both versions (resctrl ``schemata``: the kernel pads each line).
+    read_canonical: Callable[[str], str] | None = None
 
     def file(self, version: int) -> tuple[str, str]:
         """``(subsystem, filename)`` on ``version`` (subsystem ignored on v2); InvalidValue when absent."""
@@ -121,6 +123,8 @@ class Resource:
     def from_file(self, version: int, text: str) -> str:
         """The canonical v1 text of a file's content on ``version``."""
         text = text.strip()
+        if self.read_canonical is not None:
+            return self.read_canonical(text)
         if version == 2 and self.from_v2 is not None:
             return self.from_v2(text)
         if self.name == "cpuset.cpus":
@@ -163,6 +167,55 @@ def _max_from_v2(text: str) -> str:
     return "-1" if text == "max" else text
 
 
+#: memory.high "unlimited": MaxInt64 on v1 (Anolis parses it with "max" as the only keyword, so "-1" is
+#: refused there), "max" on v2; -1 and anything at or above the v1 limit ceiling mean it.
+MEMORY_HIGH_UNLIMITED = "9223372036854775807"
+
+
+def _memory_high(name: str, value: object) -> str:
+    if str(value).strip() == "max":
+        return MEMORY_HIGH_UNLIMITED
+    n = _int(name, value)
+    if n < -1:
+        raise InvalidValue(f"{name}: invalid value {value!r}: must be -1 (unlimited) or >= 0")
+    return MEMORY_HIGH_UNLIMITED if n == -1 or n >= V1_MEMORY_UNLIMITED else str(n)
+
+
+def _high_to_v2(text: str, current: str | None) -> str:
+    return "max" if text == MEMORY_HIGH_UNLIMITED else text
+
+
+def _high_canonical(text: str) -> str:
+    # v1 shows unlimited page-rounded (9223372036854771712), v2 as "max": both are the one canonical value.
+    try:
+        return _memory_high("memory.high", text)
+    except InvalidValue:
+        return text
+
+
+_DEVICE_RE = re.compile(r"^\d+:\d+$")
+
+
+def _device_value(lo: int, hi: int | None) -> Callable[[str, object], str]:
+    """blkio per-device files (reference A.7.8): ``"<major:minor> <value>"``, the value in [lo, hi]."""
+    check = _range(lo, hi)
+
+    def device_value(name: str, value: object) -> str:
+        parts = str(value).split()
+        if len(parts) != 2 or not _DEVICE_RE.match(parts[0]):
+            raise InvalidValue(f"{name}: invalid value {value!r}: want '<major:minor> <value>'")
+        return f"{parts[0]} {check(name, parts[1])}"
+    return device_value
+
+
+def _device_params(name: str, value: object) -> str:
+    """blkio.cost.qos / blkio.cost.model: ``"<major:minor> key=value ..."``."""
+    parts = str(value).split()
+    if len(parts) < 2 or not _DEVICE_RE.match(parts[0]) or not all(re.match(r"^[a-z]+=\w+$", p) for p in parts[1:]):
+        raise InvalidValue(f"{name}: invalid value {value!r}: want '<major:minor> key=value ...'")
+    return " ".join(parts)
+
+
 _CPUMAX_RE = re.compile(r"^(max|\d+) \d+$")
 
 
@@ -189,7 +242,7 @@ _REGISTRY = [
              from_v2=_max_from_v2),
     Resource("memory.min", "memory", "memory.min", _range(0, None), merge="max"),
     Resource("memory.low", "memory", "memory.low", _range(0, None), merge="max"),
-    Resource("memory.high", "memory", "memory.high", _memory_limit, to_v2=_max_to_v2, from_v2=_max_from_v2,
+    Resource("memory.high", "memory", "memory.high", _memory_high, to_v2=_high_to_v2, read_canonical=_high_canonical,
              merge="max"),
     Resource("memory.wmark_ratio", "memory", "memory.wmark_ratio", _range(0, 100)),
     Resource("memory.wmark_scale_factor", "memory", "memory.wmark_scale_factor", _range(1, 1000)),
@@ -197,12 +250,42 @@ _REGISTRY = [
     Resource("memory.priority", "memory", "memory.priority", _range(0, 12)),
     Resource("memory.use_priority_oom", "memory", "memory.use_priority_oom", _range(0, 1)),
     Resource("memory.oom.group", "memory", "memory.oom.group", _range(0, 1)),
-    Resource("blkio.cost.weight", "blkio", None, _range(1, 100)),
+    Resource("blkio.throttle.read_iops_device", "blkio", None, _device_value(0, None)),
+    Resource("blkio.throttle.read_bps_device", "blkio", None, _device_value(0, None)),
+    Resource("blkio.throttle.write_iops_device", "blkio", None, _device_value(0, None)),
+    Resource("blkio.throttle.write_bps_device", "blkio", None, _device_value(0, None)),
+    Resource("blkio.cost.weight", "blkio", None, _device_value(1, 100)),
+    Resource("blkio.cost.qos", "blkio", None, _device_params),
+    Resource("blkio.cost.model", "blkio", None, _device_params),
     Resource("net_cls.classid", "net_cls", "net_cls.classid", _range(0, 0xFFFFFFFF)),
 ]
 
 #: Every registered resource by logical name.
 RESOURCES: dict[str, Resource] = {r.name: r for r in _REGISTRY}
+
+
+def _schemata(name: str, value: object) -> str:
+    # resctrl takes "<resource>:<id>=<value>;..." lines; an empty or malformed line would be refused by the
+    # kernel with EINVAL and leave last_cmd_status as the only trace, so refuse it here, naming it.
+    text = str(value).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines or not all(_SCHEMATA_RE.match(line) for line in lines):
+        raise InvalidValue(f"{name}: invalid value {value!r}: want lines of <L3|MB>:<id>=<value>;...")
+    return "\n".join(lines)
+
+
+_SCHEMATA_RE = re.compile(r"^(L3|L3CODE|L3DATA|L2|MB):\d+=[0-9a-fA-F]+(;\d+=[0-9a-fA-F]+)*$")
+
+#: Host files outside the cgroup tree written through the executor (``update_file`` / ``append_file``):
+#: sysctls (reference A.7.9, with the ranges Koordinator accepts) and resctrl group files (A.7.7).
+HOST_FILES: dict[str, Resource] = {r.name: r for r in [
+    Resource("vm.min_free_kbytes", "", None, _range(10240, 10485760)),
+    Resource("vm.watermark_scale_factor", "", None, _range(10, 400)),
+    Resource("memcg_reaper.reap_background", "", None, _range(0, 1)),
+    Resource("resctrl.schemata", "", None, _schemata,
+             read_canonical=lambda t: "\n".join(line.strip() for line in t.splitlines() if line.strip())),
+    Resource("resctrl.tasks", "", None, _range(1, None)),
+]}
 
 CPU_SHARES = "cpu.shares"
 CPU_CFS_QUOTA = "cpu.cfs_quota_us"
