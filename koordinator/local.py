@@ -268,12 +268,12 @@ def free_port(host: str = "127.0.0.1") -> int:
     low, _ = _ephemeral_range()
     candidates = random.sample(range(10000, low), min(64, max(0, low - 10000)))
     with _handed_out_lock:
-        for port in [*candidates, 0]:
-            if port in _handed_out:
+        for candidate in [*candidates, 0]:
+            if candidate in _handed_out:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 try:
-                    s.bind((host, port))
+                    s.bind((host, candidate))
                 except OSError:
                     continue
                 chosen = s.getsockname()[1]

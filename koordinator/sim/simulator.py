@@ -903,7 +903,6 @@ class NodeSimulator:
 
     def _write(self, node: _Node, since_boot: float) -> None:
         t = node.tree
-        cpus = t.topology.cpus
         per_cpu = [CpuTimes(user=b * USER_SHARE[0] // USER_SHARE[1], system=b - b * USER_SHARE[0] // USER_SHARE[1],
                             idle=node.idle[i]) for i, b in enumerate(node.busy)]
         pods_anon = sum(p.counters.stats.anon for p in node.pods.values())

@@ -21,11 +21,11 @@ from koordinator.apis import extension as ext
 from koordinator_roles.koordlet.metriccache import kinds
 from koordinator_roles.koordlet.qosmanager.allocatableevict import (CPU_RESOURCES, allocatable_config,
                                                                     allocatable_evict)
-from koordinator_roles.koordlet.qosmanager.evictor import EvictTask, Victim, shared_evictor
-from koordinator_roles.koordlet.qosmanager.evictpods import (WarnOnce, has_be_label, is_be_class, node_quantity,
+from koordinator_roles.koordlet.qosmanager.evictor import EvictStrategy, EvictTask, Victim
+from koordinator_roles.koordlet.qosmanager.evictpods import (has_be_label, is_be_class, node_quantity,
                                                              policy_allows, priority_evictable, priority_sort_key,
                                                              request_value, spec_priority)
-from koordinator_roles.koordlet.qosmanager.framework import Strategy, threshold_enabled
+from koordinator_roles.koordlet.qosmanager.framework import threshold_enabled
 
 log = logging.getLogger("koordinator.koordlet.qosmanager")
 
@@ -225,38 +225,19 @@ def cpu_evict(threshold: Obj, capacity_milli: int, node_cpu_milli: float | None,
     return EvictTask(CPU_EVICT, TARGET_CPU_USED, float(release), victims, message)
 
 
-class CPUEvict(Strategy):
+class CPUEvict(EvictStrategy):
     """The CPU eviction strategy (gates BECPUEvict, CPUAllocatableEvict, CPUEvict; all off by default)."""
 
     name = "CPUEvict"
-
-    def __init__(self, ctx: Any) -> None:
-        super().__init__(ctx)
-        # Koordinator starts the cool-down clock at koordlet start: no eviction in the first 20 s.
-        self.last_evict = ctx.clock()
-        self.warn = WarnOnce(f"qos strategy {self.name}")
+    features = FEATURES
 
     @property
     def interval(self) -> float:
         return self.ctx.options.cpu_evict_interval
 
     @property
-    def collect_interval(self) -> float:
-        return self.ctx.options.collect_interval
-
-    def enabled(self) -> bool:
-        return self.interval > 0 and any(self.ctx.gates.get(f) for f in FEATURES)
-
-    def run_once(self) -> None:
-        now = self.ctx.clock()
-        if now - self.last_evict < self.ctx.options.cpu_evict_cool_time:
-            return
-        tasks = self.decide(now)
-        if not tasks:
-            return
-        result = shared_evictor(self.ctx).execute(tasks)
-        if result.evicted:
-            self.last_evict = now
+    def cool_time(self) -> float:
+        return self.ctx.options.cpu_evict_cool_time
 
     def decide(self, now: float) -> list[EvictTask]:
         """The tasks of every enabled trigger, in Koordinator's order, from the current figures."""

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from koordinator.runtime import errors
-from koordinator_roles.koordlet.qosmanager.evictpods import is_be_class, pod_key, pod_uid
+from koordinator_roles.koordlet.qosmanager.evictpods import WarnOnce, is_be_class, pod_key, pod_uid
+from koordinator_roles.koordlet.qosmanager.framework import Strategy
 
 log = logging.getLogger("koordinator.koordlet.qosmanager")
 
@@ -250,3 +251,40 @@ def shared_evictor(ctx: Any) -> Evictor:
             evictor = Evictor(ctx.client, ctx.events, clock=ctx.clock)
             ctx._evictor = evictor
         return evictor
+
+
+class EvictStrategy(Strategy):
+    """What the CPU and memory eviction strategies share: their gates (:attr:`features`, any one on
+    runs the strategy), the cool-down after a round that evicted (counted from koordlet start too, as
+    Koordinator does: nothing is evicted in the first ``cool_time`` seconds) and the node's one
+    :class:`Evictor`. A subclass gives :attr:`interval`, :attr:`cool_time` and :meth:`decide`."""
+
+    features: tuple[str, ...] = ()
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self.last_evict = ctx.clock()
+        self.warn = WarnOnce(f"qos strategy {self.name}")
+
+    @property
+    def cool_time(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def collect_interval(self) -> float:
+        return self.ctx.options.collect_interval
+
+    def enabled(self) -> bool:
+        return self.interval > 0 and any(self.ctx.gates.get(f) for f in self.features)
+
+    def decide(self, now: float) -> list[EvictTask]:
+        """The tasks of every enabled trigger, in Koordinator's order, from the current figures."""
+        raise NotImplementedError
+
+    def run_once(self) -> None:
+        now = self.ctx.clock()
+        if now - self.last_evict < self.cool_time:
+            return
+        tasks = self.decide(now)
+        if tasks and shared_evictor(self.ctx).execute(tasks).evicted:
+            self.last_evict = now

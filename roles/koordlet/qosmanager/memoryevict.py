@@ -20,11 +20,11 @@ from koordinator_roles.koordlet.metriccache import kinds
 from koordinator_roles.koordlet.qosmanager.allocatableevict import (MEMORY_RESOURCES, allocatable_config,
                                                                     allocatable_evict)
 from koordinator_roles.koordlet.qosmanager.cpuevict import usage_config, usage_release
-from koordinator_roles.koordlet.qosmanager.evictor import EvictTask, Victim, shared_evictor
-from koordinator_roles.koordlet.qosmanager.evictpods import (WarnOnce, has_be_label, is_be_class, node_quantity,
+from koordinator_roles.koordlet.qosmanager.evictor import EvictStrategy, EvictTask, Victim
+from koordinator_roles.koordlet.qosmanager.evictpods import (has_be_label, is_be_class, node_quantity,
                                                              policy_allows, priority_evictable, priority_sort_key,
                                                              spec_priority)
-from koordinator_roles.koordlet.qosmanager.framework import Strategy, threshold_enabled
+from koordinator_roles.koordlet.qosmanager.framework import threshold_enabled
 
 log = logging.getLogger("koordinator.koordlet.qosmanager")
 
@@ -105,37 +105,19 @@ def memory_evict(threshold: Obj, capacity: int, node_used: float | None, pods: S
     return EvictTask(MEMORY_EVICT, TARGET_MEMORY_USED, float(release), victims, message)
 
 
-class MemoryEvict(Strategy):
+class MemoryEvict(EvictStrategy):
     """The memory eviction strategy (gates BEMemoryEvict, MemoryAllocatableEvict, MemoryEvict; off by default)."""
 
     name = "memoryEvict"
-
-    def __init__(self, ctx: Any) -> None:
-        super().__init__(ctx)
-        self.last_evict = ctx.clock()
-        self.warn = WarnOnce(f"qos strategy {self.name}")
+    features = FEATURES
 
     @property
     def interval(self) -> float:
         return self.ctx.options.memory_evict_interval
 
     @property
-    def collect_interval(self) -> float:
-        return self.ctx.options.collect_interval
-
-    def enabled(self) -> bool:
-        return self.interval > 0 and any(self.ctx.gates.get(f) for f in FEATURES)
-
-    def run_once(self) -> None:
-        now = self.ctx.clock()
-        if now < self.last_evict + self.ctx.options.memory_evict_cool_time:
-            return
-        tasks = self.decide(now)
-        if not tasks:
-            return
-        result = shared_evictor(self.ctx).execute(tasks)
-        if result.evicted:
-            self.last_evict = now
+    def cool_time(self) -> float:
+        return self.ctx.options.memory_evict_cool_time
 
     def decide(self, now: float) -> list[EvictTask]:
         """The tasks of every enabled trigger, in Koordinator's order, from the latest figures."""

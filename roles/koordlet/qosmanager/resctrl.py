@@ -149,7 +149,7 @@ class ResctrlReconcile(Strategy):
                 cbm = int((self._read("info", "L3", "cbm_mask") or "").strip(), 16)
                 l3_ids = _ids(root_schemata, "L3")
             except ValueError:
-                self._warn(f"root: info/L3/cbm_mask unreadable")
+                self._warn("root: info/L3/cbm_mask unreadable")
         mb_ids = _ids(root_schemata, "MB") if self.features.supported(
             "MBA", os.path.join(self.root, "info", "MB")) else []
         strategy = (self.ctx.states.node_slo() or {}).get("resourceQOSStrategy") or {}
