@@ -18,7 +18,7 @@ from cryptography import x509
 from koordinator.runtime import errors
 from koordinator.runtime.webhook import WebhookServer, allowed
 from koordinator_roles.manager.certs import (CA_CERT, CA_KEY, SERVER_CERT, SERVER_CERT2, SERVER_KEY, SERVER_KEY2, Artifacts,
-                                 CertConfig, CertError, CertManager, serving_problem)
+                                             CertConfig, CertError, CertManager, serving_problem)
 from tests.waiting import wait_until
 
 NS = "koordinator-system"

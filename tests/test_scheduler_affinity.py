@@ -11,7 +11,7 @@ from koordinator.runtime.store import Indexer, namespace_index
 from koordinator_roles.scheduler.framework.handle import PluginHandle
 from koordinator_roles.scheduler.framework.snapshot import Snapshot
 from koordinator_roles.scheduler.framework.status import (SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
-                                              Status)
+                                                          Status)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator_roles.scheduler.plugins import interpodaffinity, podtopologyspread
 

@@ -10,11 +10,11 @@ from koordinator_roles.scheduler.framework.handle import PluginHandle
 from koordinator_roles.scheduler.framework.interfaces import PreFilterResult
 from koordinator_roles.scheduler.framework.snapshot import Snapshot
 from koordinator_roles.scheduler.framework.status import (ERROR, SKIP, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                              CycleState)
+                                                          CycleState)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo, QueuedPodInfo
 from koordinator_roles.scheduler.plugins import (defaultbinder, imagelocality, nodeaffinity, nodename, nodeports,
-                                     noderesources, nodeunschedulable, queuesort, schedulinggates,
-                                     tainttoleration)
+                                                 noderesources, nodeunschedulable, queuesort, schedulinggates,
+                                                 tainttoleration)
 
 GI = 1024 ** 3
 MI = 1024 ** 2

@@ -19,7 +19,7 @@ from koordinator_roles.scheduler.framework.registry import Registry
 from koordinator_roles.scheduler.framework.runtime import Framework
 from koordinator_roles.scheduler.framework.snapshot import Snapshot
 from koordinator_roles.scheduler.framework.status import (SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
-                                              Status)
+                                                          Status)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator_roles.scheduler.plugins import defaultpreemption as dp
 from koordinator_roles.scheduler.plugins import nodeports, tainttoleration

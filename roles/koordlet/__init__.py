@@ -256,7 +256,7 @@ def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> Koordlet
     from koordinator_roles.koordlet.metricsadvisor import MetricsAdvisor
     from koordinator_roles.koordlet.prediction import PeakPredictor
     from koordinator_roles.koordlet.statesinformer import (DeviceReporter, KubeletClient, NodeMetricReporter,
-                                               NodeTopologyReporter, StatesInformer)
+                                                           NodeTopologyReporter, StatesInformer)
     from koordinator_roles.koordlet.system.cgroup import detect_layout
     from koordinator_roles.koordlet.system.paths import HostPaths
 

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from koordinator_roles.manager.sloconfig import (DEFAULT_COLOCATION_STRATEGY, ManagerConfig, colocation_strategy,
-                                     is_colocation_strategy_valid)
+                                                 is_colocation_strategy_valid)
 
 Obj = dict[str, Any]
 

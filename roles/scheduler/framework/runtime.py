@@ -22,7 +22,7 @@ from koordinator_roles.scheduler.framework import interfaces as fi
 from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
 from koordinator_roles.scheduler.framework.snapshot import Snapshot
 from koordinator_roles.scheduler.framework.status import (ERROR, SKIP, SUCCESS, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                              WAIT, CycleState, Status)
+                                                          WAIT, CycleState, Status)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger("koordinator.scheduler.framework")

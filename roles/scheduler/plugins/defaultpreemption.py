@@ -23,9 +23,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
 from koordinator.runtime.errors import NotFound
 from koordinator_roles.scheduler.framework.interfaces import (FrameworkHandle, NodeStatusReader, PostFilterPlugin,
-                                                  PostFilterResult)
+                                                              PostFilterResult)
 from koordinator_roles.scheduler.framework.status import (ERROR, UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
-                                              Status, is_success)
+                                                          Status, is_success)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 
 log = logging.getLogger(__name__)

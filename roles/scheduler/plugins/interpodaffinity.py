@@ -18,10 +18,10 @@ import numpy as np
 
 from koordinator.apis.selectors import LabelSelector, label_selector_from_dict
 from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
-                                                  EnqueueExtensions, Failure, FilterPlugin, PreFilterExtensions,
-                                                  PreFilterPlugin, PreScorePlugin, ScorePlugin)
+                                                              EnqueueExtensions, Failure, FilterPlugin, PreFilterExtensions,
+                                                              PreFilterPlugin, PreScorePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.status import (UNSCHEDULABLE, UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState,
-                                              Status)
+                                                          Status)
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator_roles.scheduler.plugins.helper.podmatch import NodeMatchCounter, merge_label_keys
 

@@ -15,8 +15,8 @@ import orjson
 
 from koordinator.apis.selectors import node_selector_term_matches
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
-                                                  FilterPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-                                                  ScorePlugin)
+                                                              FilterPlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+                                                              ScorePlugin)
 from koordinator_roles.scheduler.framework.rowmemo import NodeMemo
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
-                                                  FilterPlugin, PreFilterPlugin, PreFilterResult)
+                                                              FilterPlugin, PreFilterPlugin, PreFilterResult)
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from koordinator_roles.scheduler.framework.rowmemo import ClassMemo
 from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, BatchFilterResult, ClusterEvent,
-                                                  EnqueueExtensions, Failure, FilterPlugin, PreFilterPlugin,
-                                                  PreFilterResult, PreScorePlugin, ScorePlugin)
+                                                              EnqueueExtensions, Failure, FilterPlugin, PreFilterPlugin,
+                                                              PreFilterResult, PreScorePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo
 

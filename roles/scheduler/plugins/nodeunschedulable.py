@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
-                                                  FilterPlugin)
+                                                              FilterPlugin)
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator.apis.taints import tolerates

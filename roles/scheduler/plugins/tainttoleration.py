@@ -13,7 +13,7 @@ import numpy as np
 
 from koordinator.apis.taints import find_untolerated_taint, tolerates
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
-                                                  FilterPlugin, PreScorePlugin, ScorePlugin)
+                                                              FilterPlugin, PreScorePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.rowmemo import NodeMemo
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE_AND_UNRESOLVABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo, pod_key

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterable, Mapping
 from koordinator.apis import extension
 from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_go_duration, to_units
 from koordinator_roles.scheduler.plugins.loadaware.estimator import (ANNOTATION_SECONDS_AFTER_INITIALIZED,
-                                                         ANNOTATION_SECONDS_AFTER_POD_SCHEDULED, DefaultEstimator,
-                                                         custom_seconds)
+                                                                     ANNOTATION_SECONDS_AFTER_POD_SCHEDULED, DefaultEstimator,
+                                                                     custom_seconds)
 
 ANNOTATION_RESERVE_POD = "scheduling.koordinator.sh/reserve-pod"
 DEFAULT_REPORT_INTERVAL = 60.0

@@ -15,8 +15,8 @@ import numpy as np
 
 from koordinator.apis import extension
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
-                                                  FilterPlugin, ForgetPodHandler, PreFilterPlugin, PreFilterResult,
-                                                  ReservePlugin, ScorePlugin)
+                                                              FilterPlugin, ForgetPodHandler, PreFilterPlugin, PreFilterResult,
+                                                              ReservePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.status import CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator_roles.scheduler.plugins.loadaware.args import LoadAwareArgs, parse_args
