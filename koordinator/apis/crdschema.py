@@ -45,6 +45,8 @@ import warnings
 from decimal import Decimal
 from typing import Any, Callable
 
+from koordinator.apis.gostrings import go_quote
+
 from koordinator.apis.field_causes import cause, required
 
 Obj = dict[str, Any]
@@ -79,30 +81,6 @@ _SCHEMA_KEYWORDS = frozenset((
 # Rendering values the way apimachinery's field.Error and kube-openapi do (Go %q, %v, json)
 # ---------------------------------------------------------------------------------------------
 
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-               '"': '\\"', "\\": "\\\\"}
-
-
-def _go_quote(s: str) -> str:
-    """Go's strconv.Quote (the %q verb)."""
-    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
-        return f'"{s}"'
-    out = []
-    for ch in s:
-        esc = _GO_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            code = ord(ch)
-            if code < 0x80:
-                out.append(f"\\x{code:02x}")
-            elif code < 0x10000:
-                out.append(f"\\u{code:04x}")
-            else:
-                out.append(f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
 
 
 def _digits(f: float) -> tuple[str, int]:
@@ -185,7 +163,7 @@ def _render(v: Any) -> str:
     """A bad value as field.Error.ErrorBody prints it (%q strings, %v scalars, JSON otherwise)."""
     t = type(v)
     if t is str:
-        return _go_quote(v)
+        return go_quote(v)
     if t is bool:
         return "true" if v else "false"
     if t is int:
@@ -612,16 +590,16 @@ def _type_error(node: _Node, v: Any, path: str) -> Cause | None:
     if node.fmt_name and t is not str and t is not list and not (float_int or int_float):
         # kube-openapi compares the declared format with the one it infers from the Go value.
         go_fmt = _GO_FORMAT.get(t, "")
-        return _type_invalid(path, go_fmt, f"{path} in body must be of type {node.fmt_name}: {_go_quote(go_fmt)}")
+        return _type_invalid(path, go_fmt, f"{path} in body must be of type {node.fmt_name}: {go_quote(go_fmt)}")
     if node.fmt_name and (t is str or t is list) and "number" not in types and "integer" not in types:
         return None
     if float_int or int_float:
         return None
-    return _type_invalid(path, sch, f"{path} in body must be of type {node.type_label}: {_go_quote(sch)}")
+    return _type_invalid(path, sch, f"{path} in body must be of type {node.type_label}: {go_quote(sch)}")
 
 
 def _junctor_errors(node: _Node, v: Any, path: str, errs: list[Cause]) -> None:
-    quoted = _go_quote(path)
+    quoted = go_quote(path)
     if node.any_of:
         best: list[Cause] | None = None
         for sub in node.any_of:
@@ -726,7 +704,7 @@ def _pre_errors(node: _Node, v: Any, path: str, errs: list[Cause]) -> None:
             if e is not None:
                 errs.append(e)
         if node.fmt_check is not None and not node.fmt_check(v):
-            errs.append(_type_invalid(path, v, f"{path} in body must be of type {node.fmt_name}: {_go_quote(v)}"))
+            errs.append(_type_invalid(path, v, f"{path} in body must be of type {node.fmt_name}: {go_quote(v)}"))
     elif (t is int or t is float) and node.num_checks:
         _number_errors(node, v, path, errs)
 
@@ -751,7 +729,7 @@ def _enum_error(node: _Node, v: Any, path: str) -> Cause | None:
                 return None
         elif any(_enum_match(v, e) for e in enum):  # type: ignore[union-attr]
             return None
-    supported = ", ".join(_go_quote(e if type(e) is str else _go_json(e)) for e in enum)  # type: ignore[union-attr]
+    supported = ", ".join(go_quote(e if type(e) is str else _go_json(e)) for e in enum)  # type: ignore[union-attr]
     return cause("FieldValueNotSupported", path, f"Unsupported value: {_render(v)}: supported values: {supported}")
 
 
@@ -959,7 +937,7 @@ def _walk_scalar(node: _Node, v: Any, t: type, path: str, st: _State) -> Any:
                     causes.append(e)
             if node.fmt_check is not None and not node.fmt_check(v):
                 causes.append(_type_invalid(path, v, f"{path} in body must be of type {node.fmt_name}: "
-                                                      f"{_go_quote(v)}"))
+                                                      f"{go_quote(v)}"))
         elif (t is int or t is float) and node.num_checks:
             _number_errors(node, v, path, causes)
         if node.enum is not None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
+from koordinator.apis.gostrings import go_quote
+
 __all__ = [
     "SelectorError",
     "Requirement",
@@ -133,31 +135,11 @@ def _label_value_errors(value: str) -> list[str]:
     return errs
 
 
-def _go_quote(s: str) -> str:
-    """Go's ``%q`` for the characters label keys and values can realistically contain."""
-    out = ['"']
-    for ch in s:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def _go_string_slice(values: list[str] | None) -> str:
     # field.Invalid renders a []string with %#v.
     if not values:
         return "[]string(nil)"
-    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
+    return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
 
 
 def _invalid(path: str, rendered_value: str, detail: str) -> str:
@@ -172,7 +154,7 @@ def _aggregate(errors: list[str]) -> str:
 
 def _key_error(key: str, path: str) -> str | None:
     errs = _qualified_name_errors(key)
-    return _invalid(path, _go_quote(key), "; ".join(errs)) if errs else None
+    return _invalid(path, go_quote(key), "; ".join(errs)) if errs else None
 
 
 # -- requirements -------------------------------------------------------------------------------
@@ -284,17 +266,17 @@ def _new_requirement(key: str, op: str, values: list[str] | None, path: str = ""
                                  "for 'Gt', 'Lt' operators, exactly one value is required"))
         for i, v in enumerate(vals):
             if not _INT64_RE.fullmatch(v) or not _INT64_MIN <= int(v) <= _INT64_MAX:
-                errs.append(_invalid(f"{values_path}[{i}]", _go_quote(v),
+                errs.append(_invalid(f"{values_path}[{i}]", go_quote(v),
                                      "for 'Gt', 'Lt' operators, the value must be an integer"))
     else:
         supported = ", ".join(f'"{o}"' for o in (DOES_NOT_EXIST, EQUALS, DOUBLE_EQUALS, IN, NOT_EQUALS, NOT_IN,
                                                  EXISTS, GREATER_THAN, LESS_THAN))
-        errs.append(f"{path + '.' if path else ''}operator: Unsupported value: {_go_quote(op)}: "
+        errs.append(f"{path + '.' if path else ''}operator: Unsupported value: {go_quote(op)}: "
                     f"supported values: {supported}")
     for i, v in enumerate(vals):
         verrs = _label_value_errors(v)
         if verrs:
-            errs.append(_invalid(f"{values_path}[{i}][{key}]", _go_quote(v), "; ".join(verrs)))
+            errs.append(_invalid(f"{values_path}[{i}][{key}]", go_quote(v), "; ".join(verrs)))
     if errs:
         raise SelectorError(_aggregate(errs))
     return Requirement(key, op, vals)
@@ -581,7 +563,7 @@ def label_selector_from_dict(sel: Mapping[str, Any] | None, *, nil_matches_nothi
         op_name = expr.get("operator", "")
         op = _DICT_OPERATORS.get(op_name)
         if op is None:
-            raise SelectorError(f"{_go_quote(str(op_name))} is not a valid label selector operator")
+            raise SelectorError(f"{go_quote(str(op_name))} is not a valid label selector operator")
         reqs.append(_new_requirement(expr.get("key", ""), op, list(expr.get("values") or [])))
     return LabelSelector(reqs)
 

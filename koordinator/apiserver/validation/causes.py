@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from koordinator.apis.gostrings import go_quote
 from koordinator.apiserver.errors import cause, format_value, not_supported, required
 
 
@@ -38,26 +39,6 @@ def invalid_rendered(field: str, rendered: str, detail: str) -> Cause:
 
 def not_found(field: str, value: Any) -> Cause:
     return cause("FieldValueNotFound", field, f"Not found: {fmt_value(value)}")
-
-
-def go_quote(s: str) -> str:
-    """Go's ``strconv.Quote`` for the printable-ASCII-and-unicode strings manifests hold."""
-    out = ['"']
-    for ch in s:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def go_string_map(m: Any) -> str:
