@@ -12,9 +12,9 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
 from typing import Any
 
+from koordinator.apis.timestamps import now_rfc3339, parse_time  # noqa: F401  (shared by the controllers)
 from koordinator.apis.selectors import label_selector_from_dict
 from koordinator.runtime import errors
 
@@ -22,21 +22,6 @@ Obj = dict[str, Any]
 
 # Pods (and ControllerRevisions) indexed by the uid of their controller's ownerReference.
 CONTROLLER_UID_INDEX = "controller-uid"
-
-
-def now_rfc3339() -> str:
-    """The current time as the API writes it (``2026-11-27T05:26:56Z``)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 timestamp, or None."""
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def owner_reference(owner: Obj, *, controller: bool = True, block_owner_deletion: bool = True) -> Obj:

@@ -17,10 +17,10 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
+from koordinator.apis.timestamps import now_rfc3339, parse_time
 from koordinator.runtime.errors import NotFound
 from koordinator_roles.scheduler.framework.interfaces import (FrameworkHandle, NodeStatusReader, PostFilterPlugin,
                                                               PostFilterResult)
@@ -47,18 +47,9 @@ _INT64_MIN = -(2 ** 63)
 
 # -- small helpers on pod dicts ----------------------------------------------------------------------
 
-def _parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def pod_start_time(pod: Mapping[str, Any], now: float) -> float:
     """``status.startTime`` in seconds; pods not started yet (assumed, just bound) count as started ``now``."""
-    started = _parse_time((pod.get("status") or {}).get("startTime"))
+    started = parse_time((pod.get("status") or {}).get("startTime"))
     return now if started is None else started
 
 
@@ -462,7 +453,7 @@ class DefaultPreemption(PostFilterPlugin):
             if not _has_condition(victim.pod, condition):
                 try:
                     client.patch("Pod", victim.name, {"status": {"conditions": [
-                        {**condition, "lastTransitionTime": _now_rfc3339()}]}},
+                        {**condition, "lastTransitionTime": now_rfc3339()}]}},
                         namespace=victim.namespace, patch_type="strategic", subresource="status")
                 except NotFound:
                     return  # already gone
@@ -506,10 +497,6 @@ def _has_condition(pod: Mapping[str, Any], want: Mapping[str, str]) -> bool:
         if cond.get("type") == want["type"]:
             return all(cond.get(k) == v for k, v in want.items())
     return False
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new(args: dict, handle: Any) -> DefaultPreemption:
