@@ -757,6 +757,9 @@ class LocalCluster:
                 self.board.set(role, "not started", "no simulated node (--nodes 0)")
                 continue
             setup = self.setups[role]
+            if setup.not_run:
+                self.board.set(role, "not started", setup.not_run)
+                continue
             if setup.node_flags is not None:
                 for node, flags in setup.node_flags.items():
                     self._start_role(role, node, ["--node-name", node, *flags, *setup.flags], setup.env)

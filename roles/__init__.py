@@ -103,6 +103,9 @@ class LocalSetup:
     #: What else ``local`` waits for before it says ``up``, once every child is ready: name -> a check
     #: returning None when met, else why not (shown as ``name (why)``). A met check is not run again.
     ready_checks: dict[str, Callable[[], str | None]] = field(default_factory=dict)
+    #: Non-empty: ``local`` does not run the role, and shows this as the reason (a role that needs
+    #: what a local cluster lacks, such as a container runtime).
+    not_run: str = ""
 
 
 def _package(role: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,25 @@ class InProcessKoordlet(InProcessRole):
             tree = root / node
             roots = ["--proc-root", str(tree / "proc"), "--sys-root", str(tree / "sys"),
                      "--cgroup-root", str(tree / "cgroup")]
+        hooks: list[str] = []
+        self.hook_dir: str | None = None
+        if not any(f.startswith("--runtime-hooks-addr") for f in flags):
+            # A socket path may be 107 bytes at most: a test's run dir can be longer.
+            self.hook_dir = tempfile.mkdtemp(prefix="kl-", dir="/tmp")
+            hooks = ["--runtime-hooks-addr", f"{self.hook_dir}/koordlet.sock"]
+        if not any(f.startswith("--runtime-hooks-config-path") for f in flags):
+            hooks += ["--runtime-hooks-config-path", str(run_dir / "hookserver.d")]
         super().__init__(koordlet, "koordlet", kubeconfig, "--node-name", node, *roots, "--run-dir", str(run_dir),
-                         *flags)
+                         *hooks, *flags)
         koordlet.check_options(self.options)
         self.parts = koordlet.register(self.runtime, self.options)
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self.hook_dir is not None:
+                shutil.rmtree(self.hook_dir, ignore_errors=True)
 
 
 class Simulator:

@@ -87,3 +87,30 @@ def test_koordlet_enforcement_cases_report_ok_from_their_figures(scripts, tmp_pa
     reaction = bench.in_own_process(bench.bench_reaction, 4, tmp_path, 1)
     assert reaction["trials"] == 1 and reaction["missed"] == 0
     assert reaction["ok"] is (reaction["reaction_s_median"] <= reaction["target_s"])
+
+
+def test_runtime_proxy_bench_reports_added_latency_and_targets(scripts):
+    """A tiny run against a private containerd: every call has its figures, the hooks answered, and
+    ``met``/``ok`` follow from the figures (not asserted: no timed assertions)."""
+    from tests.containerd_harness import containerd_problem
+
+    problem = containerd_problem()
+    if problem:
+        pytest.skip(problem)
+    bench = scripts("bench_runtime_proxy")
+    out = bench.bench(calls=5, hooked_calls=3, create_calls=1, containers=1, warmup=1)
+    assert out["errors"] == [] and out["proxy_exit_code"] == 0
+    assert set(out["pass_through"]) == {"Version", "ListContainers", "ContainerStatus", "ImageStatus"}
+    assert set(out["hooked"]) == {"UpdateContainerResources", "CreateContainer", "RemoveContainer"}
+    for case in [*out["pass_through"].values(), *out["hooked"].values()]:
+        for p in ("p50", "p99"):
+            assert case[f"added_{p}_ms"] == pytest.approx(case[f"proxied_{p}_ms"] - case[f"direct_{p}_ms"], abs=0.002)
+    assert out["hooked"]["UpdateContainerResources"]["hook_answers"] == 3
+    assert out["hooked"]["CreateContainer"]["hook_answers"] == 1
+    assert out["hooks_answered"] is True
+    for key, section in (("pass_through_added_p99_ms", "pass_through"), ("hooked_added_p99_ms", "hooked")):
+        target = out["targets"][key]
+        worst = max(case["added_p99_ms"] for case in out[section].values())
+        assert target["worst"] == worst
+        assert target["met"] is (worst <= target["target"])
+    assert out["ok"] is all(t["met"] for t in out["targets"].values())

@@ -72,7 +72,7 @@ def parse(role: str, *argv: str) -> RuntimeOptions:
 def test_every_role_help_lists_every_flag_with_its_default(role, capsys):
     code, out, err = run_main([f"--role={role}", "--help"], capsys)
     assert code == 0, err
-    parser = cli.build_role_parser(role)
+    parser = cli.build_role_parser(role, roles.load(role))
     flags = [a for a in parser._actions if a.option_strings and a.dest not in ("help", "role")]
     assert len(flags) >= 10
     formatter = parser._get_formatter()
@@ -84,6 +84,8 @@ def test_every_role_help_lists_every_flag_with_its_default(role, capsys):
     assert f"(default: {metrics})" in out and f"(default: {health})" in out
     if role in opts.NODE_ROLES:
         assert "--node-name" in out and "--leader-elect" not in out
+    elif role in opts.OFFLINE_ROLES:
+        assert not {"--node-name", "--leader-elect", "--kubeconfig", "--kube-api-qps"} & set(out.split())
     else:
         assert "--leader-elect-lease-duration" in out and "--node-name" not in out
         assert opts.LEASE_NAMES[role] in out
@@ -417,7 +419,8 @@ def test_defaults_per_role(monkeypatch):
     assert parse("manager").leader_elect_namespace == "kube-koord"
     assert parse("manager", "--leader-elect-namespace=other").leader_elect_namespace == "other"
     assert parse("koordlet", "--node-name=n9").node_name == "n9"
-    assert parse("runtime-proxy").node_name == "node-a"
+    proxy = parse("runtime-proxy")
+    assert proxy.node_name == "" and proxy.kubeconfig is None and proxy.leader_elect is False
     assert RuntimeOptions.defaults("manager", metrics_addr="0").metrics_addr == "0"
 
 

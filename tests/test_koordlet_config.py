@@ -114,15 +114,15 @@ def test_a_mounted_configmap_directory(tmp_path):
 
 def test_keys_without_effect_are_logged_once_in_one_line(tmp_path, caplog):
     path = write_config(tmp_path / "koordlet.yaml", {
-        "kubeletSyncInterval": "5s", "runtimeHooksNetwork": "tcp", "enablePprof": True,
+        "kubeletSyncInterval": "5s", "enableNriRuntimeHook": False, "enablePprof": True,
         "resctrlCollectorInterval": "20s", "xpuDeviceInfosDir": "/xpu", "featureGates": {"Accelerators": True}})
     options = options_for(f"--config={path}", "--kubelet-sync-interval=2s")
     koordlet.check_options(options)
     with caplog.at_level(logging.INFO, logger="koordinator.koordlet"):
         config.log_start(config.load(str(path)), options)
     lines = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
-    assert lines == [f"koordlet-config keys with no effect in this build: enablePprof,resctrlCollectorInterval,"
-                     f"runtimeHooksNetwork,xpuDeviceInfosDir file={path}"]
+    assert lines == [f"koordlet-config keys with no effect in this build: enableNriRuntimeHook,enablePprof,"
+                     f"resctrlCollectorInterval,xpuDeviceInfosDir file={path}"]
     (applied,) = [r.getMessage() for r in caplog.records if "read at start" in r.getMessage()]
     assert "applied=featureGates" in applied and "command-line-wins=kubeletSyncInterval" in applied
 
@@ -143,6 +143,8 @@ def test_keys_without_effect_are_logged_once_in_one_line(tmp_path, caplog):
     ("tsdbMaxBytes: 100MB\n", 'tsdbMaxBytes: Invalid value: "100MB": is not a valid quantity'),
     ("predictionSafetyMarginPercent: 2000\n", "predictionSafetyMarginPercent: invalid percent 2000: must be 0-1000"),
     ("addr: nowhere\n", "addr: invalid address 'nowhere'"),
+    ("runtimeHooksNetwork: tcp\n", "runtimeHooksNetwork: 'tcp': only unix is supported"),
+    ("runtimeHooksDisableStages: [PreCreate]\n", "runtimeHooksDisableStages: unknown stage 'PreCreate'"),
     ("kubeApiBurst: 0\n", "kubeApiBurst: invalid value '0': must be positive"),
     ("procRootDir: /nonexistent-proc\n", "procRootDir: '/nonexistent-proc' is not a directory"),
     ("featureGates: {NoSuchGate: true}\n", "featureGates: unrecognized feature gate: NoSuchGate"),
@@ -230,7 +232,10 @@ def test_the_shipped_configmap_validates_and_maps_onto_the_daemonset(tmp_path):
     assert own.run_dir == "/metric-data/" and own.prediction_checkpoint_filepath == "/prediction-checkpoints"
     assert own.tsdb_max_bytes == 100 * MiB and own.tsdb_retention_duration == 12 * 3600
     assert options.metrics_addr == ":9316" and options.feature_gates == {"Accelerators": True}
-    assert "runtimeHooksAddr" in config.unused_keys(cfg)
+    assert own.runtime_hooks_addr == "/host-var-run-koordlet/koordlet.sock"
+    assert own.runtime_hooks_host_endpoint == "/var/run/koordlet/koordlet.sock"
+    assert own.runtime_hooks_config_path == "/host-etc-hookserver/"
+    assert "runtimeHooksAddr" not in config.unused_keys(cfg)
 
 
 # -- a koordlet started with --config -------------------------------------------------------------

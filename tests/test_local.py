@@ -124,6 +124,8 @@ def test_local_comes_up_kubectl_sees_the_nodes_and_ctrl_c_leaves_nothing(tmp_pat
         for role in roles.ROLE_PACKAGES:
             if not roles.is_implemented(role):
                 assert any(line.startswith(role) and "not implemented yet" in line for line in lp.lines)
+        assert any(line.startswith("runtime-proxy") and "not started" in line and "needs a kubelet and containerd"
+                   in line for line in lp.lines), out
         assert kubectl(kubeconfig, tmp_path / "cache", "get", "nodes", "-o", "name").split() == [
             "node/sim-node-0", "node/sim-node-1", "node/sim-node-2"]
         table = kubectl(kubeconfig, tmp_path / "cache", "get", "nodes")

@@ -499,3 +499,141 @@ def test_dockerfile() -> None:
             for src in rest.split()[:-1]:
                 assert (ROOT / src).exists(), src
                 assert src.rstrip("/") not in ignore, f"{src} is in .dockerignore"
+
+
+# -- koord-runtime-proxy on the host (manifests/host/, not in the kustomization) -------------------
+
+HOST = MANIFESTS / "host"
+PROXY_UNIT = HOST / "koord-runtime-proxy.service"
+PROXY_BINARY = "/usr/local/bin/koordinator"
+
+
+def _systemd_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """Section -> key -> values (a key may repeat), with backslash-continued lines joined, as systemd reads it."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] | None = None
+    text = re.sub(r"\\\n", " ", path.read_text())
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None, f"{path.name}: {line!r} outside a section"
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: {line!r} is not KEY=VALUE"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def _words(values: list[str]) -> list[str]:
+    return [w for v in values for w in v.split()]
+
+
+def _proxy_options() -> Any:
+    """The unit's ExecStart parsed and checked as `koordinator --role=runtime-proxy` parses and checks it."""
+    import shlex
+
+    import koordinator_roles.runtime_proxy as runtime_proxy
+    from koordinator import cli
+
+    (exec_start,) = _systemd_unit(PROXY_UNIT)["Service"]["ExecStart"]
+    argv = shlex.split(exec_start)
+    assert argv[0] == PROXY_BINARY, argv[0]
+    assert "--role=runtime-proxy" in argv[1:], argv
+    try:
+        options = cli.parse_role_options("runtime-proxy", argv[1:], runtime_proxy)
+    except SystemExit:      # argparse: an unknown flag or a bad value (its message is on stderr)
+        pytest.fail(f"{PROXY_UNIT.name}: ExecStart has a flag koordinator --role=runtime-proxy refuses: {argv[1:]}")
+    runtime_proxy.check_options(options)
+    return options
+
+
+def _port(addr: str) -> str:
+    return addr.rpartition(":")[2]
+
+
+def test_runtime_proxy_unit() -> None:
+    unit = _systemd_unit(PROXY_UNIT)
+    assert set(unit) == {"Unit", "Service", "Install"}
+    deps = {k: _words(v) for k, v in unit["Unit"].items()}
+    assert "containerd.service" in deps.get("After", [])
+    assert "kubelet.service" in deps.get("Before", []), "the kubelet must start after the proxy"
+    assert "kubelet.service" not in deps.get("After", [])
+    service = {k: v[-1] for k, v in unit["Service"].items()}
+    assert service["Restart"] == "always"
+    for key in ("RestartSec", "KillMode", "LimitNOFILE", "TimeoutStopSec"):
+        assert service.get(key), key
+    assert service["KillMode"] != "none"
+    options = _proxy_options()
+    opts = options.role_options
+    assert opts.koord_runtimeproxy_endpoint == "/var/run/koord-runtimeproxy/runtimeproxy.sock"
+    assert opts.remote_runtime_service_endpoint == "/var/run/containerd/containerd.sock"
+    # systemd stops the proxy after the graceful shutdown it was given, not in the middle of it.
+    stop = service["TimeoutStopSec"]
+    assert stop.endswith("s") and float(stop[:-1]) > options.graceful_shutdown_timeout, stop
+    assert "multi-user.target" in _words(unit["Install"].get("WantedBy", []))
+    # The header says how to install it.
+    header = PROXY_UNIT.read_text().split("[Unit]")[0]
+    assert "systemctl enable --now koord-runtime-proxy" in header and "manifests/host/README.md" in header
+
+
+def test_runtime_proxy_readme_matches_the_unit() -> None:
+    options = _proxy_options()
+    opts = options.role_options
+    text = (HOST / "README.md").read_text()
+    socket = f"unix://{opts.koord_runtimeproxy_endpoint}"
+    # The kubelet is pointed at the socket the proxy serves, in both forms.
+    assert f"--container-runtime-endpoint={socket}" in text
+    assert f"containerRuntimeEndpoint: {socket}" in text
+    assert f"crictl --runtime-endpoint {socket} version" in text
+    # Rollback names containerd's socket, the proxy's backend.
+    assert f"--container-runtime-endpoint=unix://{opts.remote_runtime_service_endpoint}" in text
+    assert f"127.0.0.1:{_port(options.health_addr)}/readyz" in text
+    assert f"127.0.0.1:{_port(options.metrics_addr)}/metrics" in text
+    assert "systemctl disable --now koord-runtime-proxy" in text
+    assert PROXY_UNIT.name in text
+    for family in ("koord_runtime_proxy_cri_requests_total", "koord_runtime_proxy_cri_request_duration_seconds",
+                   "koord_runtime_proxy_hook_calls_total", "koord_runtime_proxy_hook_servers"):
+        assert family in text, family
+    assert "../shared/" not in text and "../shared/" not in PROXY_UNIT.read_text()
+    # The top-level README points here.
+    assert "manifests/host/README.md" in (ROOT / "README.md").read_text()
+
+
+def test_runtime_proxy_reaches_the_koordlet() -> None:
+    """The koordlet's socket and registration, as its DaemonSet mounts them, are where the proxy looks."""
+    import posixpath
+
+    from koordinator_roles.runtime_proxy.options import RuntimeProxyOptions
+
+    opts = _proxy_options().role_options
+    (ds,) = [o for o in yaml.safe_load_all((MANIFESTS / "workloads" / "koordlet.yaml").read_text())
+             if o and o["kind"] == "DaemonSet" and o["metadata"]["name"] == "koordlet"]
+    spec = _pod_spec(ds)
+    host = {v["name"]: v["hostPath"]["path"].rstrip("/") for v in spec["volumes"] if "hostPath" in v}
+    mounts = {m["mountPath"].rstrip("/"): m for m in spec["containers"][0]["volumeMounts"]}
+    cm = yaml.safe_load((MANIFESTS / "config" / "koordlet-config.yaml").read_text())
+    config = yaml.safe_load(cm["data"]["koordlet-config"])
+    assert config.get("runtimeHooksNetwork", "unix") == "unix"
+
+    # The socket: the koordlet listens on runtimeHooksAddr in its container; the host path mounted at
+    # that directory, plus the socket's name, is runtimeHooksHostEndpoint (written into koordlet.json).
+    addr_dir, sock = posixpath.split(config["runtimeHooksAddr"])
+    mount = mounts.get(addr_dir)
+    assert mount is not None, f"runtimeHooksAddr {config['runtimeHooksAddr']}: {addr_dir} is not mounted"
+    assert not mount.get("readOnly"), "the koordlet creates its socket there"
+    assert mount["name"] in host, f"{addr_dir} is not a hostPath mount"
+    assert config["runtimeHooksHostEndpoint"] == f"{host[mount['name']]}/{sock}"
+
+    # The registration: runtimeHooksConfigPath is the host's --hook-server-config-dir.
+    mount = mounts.get(config["runtimeHooksConfigPath"].rstrip("/"))
+    assert mount is not None, f"runtimeHooksConfigPath {config['runtimeHooksConfigPath']} is not mounted"
+    assert not mount.get("readOnly"), "the koordlet writes koordlet.json there"
+    assert host.get(mount["name"]) == opts.hook_server_config_dir.rstrip("/") \
+        == RuntimeProxyOptions().hook_server_config_dir.rstrip("/") == "/etc/runtime/hookserver.d"
+
+    # The koordlet's own pod skips the hooks, so it can start whatever its failure policy.
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert labels.get(opts.runtime_hook_server_key) == opts.runtime_hook_server_val

@@ -195,7 +195,7 @@ def test_periodic_recheck_without_a_watch(tmp_path, sources):
     changes = Changes()
     src = start(sources, FileConfigSource(vol.root, "slo-controller-config", on_change=changes,
                                           metrics=RuntimeMetrics(), watch=False, recheck=0.3))
-    assert src._observer is None
+    assert not src.watching
     vol.write({"colocation-config": colocation(midCPUThresholdPercent=33)})
     wait_until(lambda: changes.count() == 2)
     assert src.current["colocation-config"]["midCPUThresholdPercent"] == 33

@@ -11,12 +11,10 @@ and in ``koordinator_config_reloads_total{source,result="error"}`` /
 force. ``on_change`` is called on the source's thread, also once for the initial configuration;
 its exceptions are logged and do not stop the source. Treat the parsed documents as read-only.
 
-:class:`FileConfigSource` follows the recipe of reference runtime.md §4.3 for the kubelet's
-ConfigMap volumes, whose update is a swap of the ``..data`` symlink: nothing happens to the files
-a consumer reads, so a non-recursive inotify watch on the *directory* (never on a file, never
-following symlinks) is the only reliable signal. Any change event there arms a short debounce,
-after which the files are re-read through their user-visible paths and compared by content hash;
-a periodic re-check covers missed events, an overflowed inotify queue or a replaced directory.
+:class:`FileConfigSource` watches the volume's directory with
+:class:`~koordinator.runtime.dirwatch.DirectoryWatch` (the kubelet swaps a ConfigMap volume's
+``..data`` symlink, so only a watch on the directory sees it); after a change, or a periodic
+re-check, the files are re-read through their user-visible paths and compared by content hash.
 Plain in-place edits (local runs, tests) produce events in the same directory and take the same
 path.
 """
@@ -28,11 +26,11 @@ import json
 import logging
 import os
 import threading
-import time
 from typing import Any, Callable
 
 from koordinator.apis import config_documents
 from koordinator.apis.schemas import FieldError
+from koordinator.runtime.dirwatch import DirectoryWatch
 from koordinator.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger("koordinator.runtime.configsource")
@@ -42,8 +40,6 @@ OnChange = Callable[[dict[str, Any]], None]
 
 #: Event reason for a rejected configuration.
 INVALID_CONFIG_REASON = "InvalidConfig"
-# What watchdog reports when a file is only read (our own re-reads included): not a change.
-_READ_ONLY_EVENTS = frozenset({"opened", "closed_no_write"})
 
 
 class ConfigError(Exception):
@@ -200,48 +196,40 @@ class FileConfigSource(_Source):
         super().__init__(configmap, source or f"file:{self.path}", on_change=on_change, recorder=recorder,
                          metrics=metrics)
         self.involved_object = involved_object
-        self.debounce = max(float(debounce), 0.0)
-        self.recheck = float(recheck) if recheck and recheck > 0 else None
-        self.watch = watch
         self._single = False
         self._dir = self.path
-        self._cond = threading.Condition()
-        self._due: float | None = None      # when the debounced re-read is due
-        self._first: float | None = None    # first event of the pending burst (caps the debounce)
-        self._stopping = False
-        self._worker: threading.Thread | None = None
-        self._observer: Any = None
-        self._watched_inode: int | None = None
+        self._watch: DirectoryWatch | None = None
+        self._watch_options = {"debounce": debounce, "recheck": recheck, "watch": watch}
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
         """Load the configuration (ConfigError if impossible), then watch for changes."""
-        if self._worker is not None:
+        if self._watch is not None:
             return
         self._locate()
+        watch = DirectoryWatch(self._dir, self._reload_logged, name=f"config-{os.path.basename(self.path)}",
+                               **self._watch_options)
         # Watch before the first read so that no change can fall between the two.
-        if self.watch:
-            self._start_observer()
+        watch.arm()
         data, errors = self._read()
         try:
             self._process(data, errors, self.involved_object, initial=True)
         except ConfigError:
-            self._stop_observer(5.0)
+            watch.stop(5.0)
             raise
-        self._worker = threading.Thread(target=self._run, name=f"config-{os.path.basename(self.path)}",
-                                        daemon=True)
-        self._worker.start()
+        watch.start()
+        self._watch = watch
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop watching; joins both threads within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._stop_observer(timeout)
-        if self._worker is not None:
-            self._worker.join(max(deadline - time.monotonic(), 0.0))
+        """Stop watching; joins the watch's threads within ``timeout`` seconds."""
+        if self._watch is not None:
+            self._watch.stop(timeout)
+
+    @property
+    def watching(self) -> bool:
+        """Whether changes are watched (inotify or polling), not only re-checked periodically."""
+        return self._watch is not None and self._watch.watching
 
     def read(self) -> tuple[dict[str, str], list[FieldError]]:
         """Read the files once, neither validated nor watched: ``(text by key, errors reading them)``.
@@ -265,95 +253,11 @@ class FileConfigSource(_Source):
         data, errors = self._read()
         return self._process(data, errors, self.involved_object)
 
-    # -- watching -------------------------------------------------------------------------
-
-    def _start_observer(self) -> None:
-        from watchdog.observers import Observer
-        from watchdog.observers.polling import PollingObserver
-
+    def _reload_logged(self) -> None:
         try:
-            observer = Observer()
-            self._schedule(observer)
-            observer.start()
-        except OSError as err:
-            # No inotify (exotic filesystem, or the per-user watch limit is reached): poll instead.
-            log.warning("cannot watch %s with inotify (%s), polling every 5s instead", self._dir, err)
-            observer = PollingObserver(timeout=5.0)
-            self._schedule(observer)
-            observer.start()
-        observer.name = f"config-watch-{os.path.basename(self.path)}"
-        self._observer = observer
-
-    def _schedule(self, observer: Any) -> None:
-        from watchdog.events import FileSystemEventHandler
-
-        source = self
-
-        class _Handler(FileSystemEventHandler):
-            def on_any_event(self, event: Any) -> None:
-                if event.event_type not in _READ_ONLY_EVENTS:
-                    source._changed()
-
-        observer.unschedule_all()
-        observer.schedule(_Handler(), self._dir, recursive=False)
-        self._watched_inode = os.stat(self._dir).st_ino
-
-    def _stop_observer(self, timeout: float) -> None:
-        observer, self._observer = self._observer, None
-        if observer is not None:
-            observer.stop()
-            if observer.is_alive():
-                observer.join(timeout)
-
-    def _check_watch(self) -> None:
-        """Re-arm the watch if the directory was replaced (the old inode's watch sees nothing)."""
-        if self._observer is None:
-            return
-        try:
-            inode = os.stat(self._dir).st_ino
-        except OSError:
-            return  # gone for now; the next re-check looks again
-        if inode != self._watched_inode:
-            log.info("config directory replaced, watching the new one path=%s", self._dir)
-            try:
-                self._schedule(self._observer)
-            except Exception as err:  # noqa: BLE001 - the re-check keeps reading either way
-                log.warning("cannot re-arm the watch on %s: %s", self._dir, err)
-
-    def _changed(self) -> None:
-        """Called on the observer's thread for every change in the directory."""
-        with self._cond:
-            now = time.monotonic()
-            if self._first is None:
-                self._first = now
-            # Trailing debounce, but a steady stream of events cannot postpone the re-read forever.
-            self._due = min(now + self.debounce, self._first + max(1.0, 5 * self.debounce))
-            self._cond.notify()
-
-    def _run(self) -> None:
-        next_check = time.monotonic() + self.recheck if self.recheck else None
-        while True:
-            with self._cond:
-                while not self._stopping:
-                    now = time.monotonic()
-                    wake = min((t for t in (self._due, next_check) if t is not None), default=None)
-                    if wake is not None and now >= wake:
-                        break
-                    self._cond.wait(None if wake is None else wake - now)
-                if self._stopping:
-                    return
-                now = time.monotonic()
-                periodic = next_check is not None and now >= next_check
-                if self._due is not None and now >= self._due:
-                    self._due = self._first = None
-            if periodic and self.recheck:
-                next_check = time.monotonic() + self.recheck
-            # Cheap (one stat), and a directory moved away reports itself through the old watch.
-            self._check_watch()
-            try:
-                self.reload()
-            except Exception:  # noqa: BLE001 - keep watching whatever happened
-                log.exception("config reload failed source=%s", self.source)
+            self.reload()
+        except Exception:  # noqa: BLE001 - keep watching whatever happened
+            log.exception("config reload failed source=%s", self.source)
 
     # -- reading --------------------------------------------------------------------------
 

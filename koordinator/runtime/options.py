@@ -11,7 +11,7 @@ scheduler          koord-scheduler     ``:10252``    ``:10251``    koord-schedul
 descheduler        koord-descheduler   ``:10252``    ``:10251``    koord-descheduler      no
 koordlet           koordlet            ``:9316``     ``:9318``     (no leader election)   yes
 device-daemon      koord-device-daemon ``:9320``     ``:9321``     (no leader election)   yes
-runtime-proxy      koord-runtime-proxy ``:9322``     ``:9323``     (no leader election)   yes
+runtime-proxy      koord-runtime-proxy ``:9322``     ``:9323``     (no leader election)   no
 =================  ==================  ============  ============  =====================  ==========
 
 The device-daemon and runtime-proxy ports are ours (the Go components serve neither endpoint);
@@ -21,8 +21,10 @@ disables a server; the same address for both serves ``/metrics`` and the probes 
 ``--leader-elect`` defaults to false for every role (unlike kube-scheduler): the manifests pass
 it explicitly, and ``koordinator local`` runs one replica of each role. Only the cluster roles
 (manager, scheduler, descheduler) have the leader-election flags; a node agent runs once per
-node, so a lease would make all but one node idle. Only the node roles (koordlet, device-daemon,
-runtime-proxy) have ``--node-name``.
+node, so a lease would make all but one node idle. Only the node roles (koordlet, device-daemon)
+have ``--node-name``. The runtime-proxy never talks to the API server (it sits between the kubelet
+and the container runtime): it has no ``--kubeconfig``, ``--config``, ``--feature-gates``,
+``--kube-api-*`` nor ``--node-name``, and its Runtime has no client.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ COMPONENTS = {
 }
 
 # Roles that run once per node: they have --node-name and no leader election.
-NODE_ROLES = frozenset({"koordlet", "device-daemon", "runtime-proxy"})
+NODE_ROLES = frozenset({"koordlet", "device-daemon"})
+# Roles that never talk to the API server: no client flags, no leader election, no --node-name.
+OFFLINE_ROLES = frozenset({"runtime-proxy"})
 # Roles that cannot do anything useful without knowing their node.
 NODE_NAME_REQUIRED = frozenset({"koordlet", "device-daemon"})
 
@@ -361,18 +365,20 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
         raise ValueError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     metrics, health = DEFAULT_ADDRS[role]
     g = parser.add_argument_group("shared flags")
-    g.add_argument("--kubeconfig", default=None, metavar="PATH",
-                   help="kubeconfig of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
-    g.add_argument("--config", default=None, metavar="PATH", help=CONFIG_HELP.get(role, _DEFAULT_CONFIG_HELP))
-    g.add_argument("--feature-gates", type=parse_feature_gates, action=_MergeFeatureGates,
-                   default=_FeatureGatesDefault(), metavar="A=true,B=false",
-                   help="feature gates to turn on or off; repeatable (default: %(default)s)")
+    offline = role in OFFLINE_ROLES
+    if not offline:
+        g.add_argument("--kubeconfig", default=None, metavar="PATH",
+                       help="kubeconfig of the cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)")
+        g.add_argument("--config", default=None, metavar="PATH", help=CONFIG_HELP.get(role, _DEFAULT_CONFIG_HELP))
+        g.add_argument("--feature-gates", type=parse_feature_gates, action=_MergeFeatureGates,
+                       default=_FeatureGatesDefault(), metavar="A=true,B=false",
+                       help="feature gates to turn on or off; repeatable (default: %(default)s)")
     g.add_argument("--metrics-addr", type=_addr, default=metrics, metavar="ADDR",
                    help="HOST:PORT or :PORT serving Prometheus /metrics; 0 disables (default: %(default)s)")
     g.add_argument("--health-addr", type=_addr, default=health, metavar="ADDR",
                    help="HOST:PORT or :PORT serving /healthz, /livez and /readyz; 0 disables; the same "
                         "address as --metrics-addr serves both on one port (default: %(default)s)")
-    if role not in NODE_ROLES:
+    if role not in NODE_ROLES and not offline:
         add_bool_flag(g, "--leader-elect", default=False,
                       help="elect a leader with a coordination.k8s.io/v1 Lease before doing leader-only work")
         g.add_argument("--leader-elect-namespace", default=None, metavar="NS",
@@ -393,11 +399,12 @@ def add_shared_flags(parser: argparse.ArgumentParser, role: str) -> None:
         env = os.environ.get("NODE_NAME", "")
         g.add_argument("--node-name", default=None, metavar="NAME",
                        help=f"the Node this agent runs on (default: $NODE_NAME, now {env or 'unset'!s})")
-    qps, burst = api_limits(role)
-    g.add_argument("--kube-api-qps", type=_non_negative_float, default=qps, metavar="QPS",
-                   help="client-side limit on API requests per second; 0 means unlimited (default: %(default)s)")
-    g.add_argument("--kube-api-burst", type=positive_int, default=burst, metavar="N",
-                   help="requests allowed above --kube-api-qps in a burst (default: %(default)s)")
+    if not offline:
+        qps, burst = api_limits(role)
+        g.add_argument("--kube-api-qps", type=_non_negative_float, default=qps, metavar="QPS",
+                       help="client-side limit on API requests per second; 0 means unlimited (default: %(default)s)")
+        g.add_argument("--kube-api-burst", type=positive_int, default=burst, metavar="N",
+                       help="requests allowed above --kube-api-qps in a burst (default: %(default)s)")
     g.add_argument("--graceful-shutdown-timeout", type=parse_duration, default=30.0, metavar="DURATION",
                    help="on SIGTERM/SIGINT, how long to let in-flight work finish before exiting (default: 30s)")
 

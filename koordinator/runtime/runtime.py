@@ -31,7 +31,7 @@ from koordinator.runtime.client import Client
 from koordinator.runtime.controller import Controller
 from koordinator.runtime.informer import InformerFactory
 from koordinator.runtime.metrics import RuntimeMetrics
-from koordinator.runtime.options import RuntimeOptions
+from koordinator.runtime.options import OFFLINE_ROLES, RuntimeOptions
 from koordinator.runtime.servers import ProbeServer
 
 log = logging.getLogger("koordinator.runtime")
@@ -96,9 +96,13 @@ class Runtime:
         self.options = options
         self._freeze_after_sync = freeze_after_sync
         self.metrics = metrics or (client.metrics if client is not None else RuntimeMetrics())
-        self.client = client or Client.from_kubeconfig(
-            options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst, metrics=self.metrics,
-            user_agent=f"koordinator/{options.component}")
+        # A role that never talks to the API server (OFFLINE_ROLES) runs without a client: no informers,
+        # no Events, no Lease.
+        self.client: Client | None = client
+        if client is None and options.role not in OFFLINE_ROLES:
+            self.client = Client.from_kubeconfig(
+                options.kubeconfig, qps=options.kube_api_qps, burst=options.kube_api_burst, metrics=self.metrics,
+                user_agent=f"koordinator/{options.component}")
         self.informers = InformerFactory(self.client)
         self._components: list[Component] = []
         self._work: list[tuple[Component, bool]] = []  # (controller or runnable, leader_gated)
@@ -154,6 +158,9 @@ class Runtime:
         """The process's :class:`~koordinator.runtime.events.EventRecorder` (created on first use)."""
         if self._recorder is None:
             from koordinator.runtime.events import EventRecorder
+
+            if self.client is None:
+                raise RuntimeError(f"{self.options.component} has no API client: it records no Events")
 
             self._recorder = EventRecorder(self.client, self.options.component,
                                            host=self.options.node_name or socket.gethostname(),

@@ -1,4 +1,4 @@
-"""Role ``koordlet``: the per-node agent — what it measures and reports (QoS enforcement comes later).
+"""Role ``koordlet``: the per-node agent — what it measures and reports, and the QoS it enforces.
 
 Modules, each on the Runtime of ``koordinator --role=koordlet --node-name=N``:
 
@@ -10,6 +10,10 @@ Modules, each on the Runtime of ``koordinator --role=koordlet --node-name=N``:
 - :mod:`koordinator_roles.koordlet.metriccache`: the time series and node facts, an SQLite file under
   ``--run-dir`` that survives a restart, bounded by ``--tsdb-retention-duration`` and ``--tsdb-max-bytes``.
 - :mod:`koordinator_roles.koordlet.prediction`: peak prediction (prod reclaimable resources).
+- :mod:`koordinator_roles.koordlet.qosmanager` and :mod:`koordinator_roles.koordlet.resourceexecutor`: the QoS
+  strategies (suppress, evict, burst, reconcilers) and their audited cgroup writes.
+- :mod:`koordinator_roles.koordlet.runtimehooks`: the hook plugins, applied by the reconciler and answered to
+  koord-runtime-proxy by the hook server on ``--runtime-hooks-addr``.
 
 Flags keep Koordinator's names and defaults (reference A.2) where Koordinator has them. ``--config``
 names a koordlet-config document whose keys are those flags in camelCase (:mod:`koordinator_roles.koordlet.config`):
@@ -40,6 +44,7 @@ DEFAULT_RUN_DIR = "/var/run/koordlet"
 METRICS_DB = "metrics.db"
 CHECKPOINT_DIR = "prediction-checkpoints"
 AUDIT_DIR = "audit"
+HOOK_SOCKET = "koordlet.sock"
 
 
 def _bytes(value: str) -> int:
@@ -73,6 +78,16 @@ def _seconds(value: str) -> float:
     if n < 0:
         raise argparse.ArgumentTypeError(f"invalid seconds {value!r}: must be >= 0")
     return n
+
+
+def _stages(value: str) -> list[str]:
+    from koordinator_roles.koordlet.runtimehooks.hookserver import STAGES
+
+    stages = [s.strip() for s in value.split(",") if s.strip()]
+    for stage in stages:
+        if stage not in STAGES:
+            raise argparse.ArgumentTypeError(f"unknown stage {stage!r} (known: {', '.join(STAGES)})")
+    return stages
 
 
 def add_flags(group: argparse._ArgumentGroup) -> None:
@@ -138,6 +153,23 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                        help="where the audit log of cgroup changes goes (default: RUN_DIR/audit)")
     group.add_argument("--audit-max-disk-space-mb", type=positive_int, default=16, metavar="MB",
                        help="the audit log's size bound on disk")
+    # Proxy-mode runtime hooks (A.2.6): the hook server koord-runtime-proxy calls.
+    group.add_argument("--runtime-hooks-network", choices=("unix", "tcp"), default="unix",
+                       help="the hook server's network; koord-runtime-proxy dials unix sockets only")
+    group.add_argument("--runtime-hooks-addr", default="", metavar="PATH",
+                       help="the unix socket the hook server listens on (default: RUN_DIR/koordlet.sock)")
+    group.add_argument("--runtime-hooks-host-endpoint", default="", metavar="PATH",
+                       help="the socket as koord-runtime-proxy on the host sees it, written into the registration "
+                            "(default: --runtime-hooks-addr)")
+    group.add_argument("--runtime-hooks-failure-policy", choices=("Ignore", "Fail"), default="Ignore",
+                       help="what the proxy does when the koordlet does not answer: Ignore (create the container "
+                            "unchanged) or Fail (fail the CRI call)")
+    group.add_argument("--runtime-hooks-plugin-failure-policy", choices=("Ignore", "Fail"), default="Ignore",
+                       help="a hook plugin that cannot handle a pod: Ignore (skip the plugin) or Fail (fail the call)")
+    group.add_argument("--runtime-hooks-config-path", default="/etc/runtime/hookserver.d", metavar="DIR",
+                       help="where the registration for koord-runtime-proxy (koordlet.json) is written")
+    group.add_argument("--runtime-hooks-disable-stages", type=_stages, default=None, metavar="STAGE,...",
+                       help="hook stages not to register (e.g. PreUpdateContainerResources) (default: none)")
 
 
 def check_options(options: RuntimeOptions[KoordletOptions]) -> None:
@@ -164,6 +196,9 @@ def check_options(options: RuntimeOptions[KoordletOptions]) -> None:
         raise ValueError(f"{name('kubelet_addr')}: {addr!r} must start with http:// or https://")
     if opts.report_interval is not None and opts.report_interval <= 0:
         raise ValueError(f"{name('report_interval')}: {opts.report_interval:g}s: must be positive")
+    if opts.runtime_hooks_network != "unix":
+        raise ValueError(f"{name('runtime_hooks_network')}: {opts.runtime_hooks_network!r}: only unix is supported "
+                         "(koord-runtime-proxy dials the hook server's unix socket)")
 
 
 @dataclass
@@ -239,13 +274,21 @@ def _qos_manager(runtime: Any, options: RuntimeOptions[KoordletOptions], layout:
 
 def _runtime_hooks(runtime: Any, options: RuntimeOptions[KoordletOptions], executor: Any, cache: Any, states: Any,
                    gates: dict[str, bool]) -> Any:
-    """The runtime hooks in reconciler mode (reference A.8.1), through the QoS manager's executor."""
+    """The runtime hooks in reconciler mode and for koord-runtime-proxy (reference A.8.1), through the QoS
+    manager's executor."""
     from koordinator_roles.koordlet import runtimehooks
+    from koordinator_roles.koordlet.runtimehooks.hookserver import HookServer
 
     opts = options.role_options
     reconciler = runtimehooks.build(states, executor, gates, cache=cache, interval=opts.reconcile_interval_seconds,
                                     events=runtime.event_recorder, proc_root=opts.proc_root)
     reconciler.register(runtime)
+    addr = opts.runtime_hooks_addr or os.path.join(opts.run_dir, HOOK_SOCKET)
+    runtime.add_component(HookServer(
+        reconciler, addr=addr, config_dir=opts.runtime_hooks_config_path,
+        host_endpoint=opts.runtime_hooks_host_endpoint or addr, failure_policy=opts.runtime_hooks_failure_policy,
+        plugin_failure_policy=opts.runtime_hooks_plugin_failure_policy,
+        disabled_stages=opts.runtime_hooks_disable_stages))
     return reconciler
 
 

@@ -73,6 +73,13 @@ FLAGS: dict[str, str] = {
     "auditLogDir": "audit_log_dir",
     "auditMaxDiskSpaceMb": "audit_max_disk_space_mb",
     "resourceForceUpdateSeconds": "resource_force_update_seconds",
+    "runtimeHooksNetwork": "runtime_hooks_network",
+    "runtimeHooksAddr": "runtime_hooks_addr",
+    "runtimeHooksHostEndpoint": "runtime_hooks_host_endpoint",
+    "runtimeHooksFailurePolicy": "runtime_hooks_failure_policy",
+    "runtimeHooksPluginFailurePolicy": "runtime_hooks_plugin_failure_policy",
+    "runtimeHooksConfigPath": "runtime_hooks_config_path",
+    "runtimeHooksDisableStages": "runtime_hooks_disable_stages",
 }
 
 
@@ -214,6 +221,8 @@ def _flag_text(value: Any) -> str:
     """A YAML scalar as it would be written on the command line (``true``, not ``True``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
     return str(value)
 
 

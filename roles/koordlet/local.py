@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from koordinator_roles import LocalContext, LocalSetup
@@ -17,6 +20,13 @@ REPORT_INTERVAL = "5s"
 RUN_DIRS = "koordlet"
 
 
+def hook_socket(data_dir: Path, node: str) -> str:
+    """The node's hook server socket: under the temp dir, because a data dir's path can be longer than a
+    unix socket path may be (107 bytes)."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return str(Path(tempfile.gettempdir()) / f"koordinator-local-{digest}" / f"{node}.sock")
+
+
 def local_setup(context: LocalContext) -> LocalSetup:
     """The koordlet's part of ``koordinator local`` (the role contract, :mod:`roles`): one instance per
     simulated node over its trees, and, with a manager to create the NodeMetrics, ``up`` only once every
@@ -24,7 +34,10 @@ def local_setup(context: LocalContext) -> LocalSetup:
     node_flags = {
         node.name: ["--proc-root", str(node.proc_root), "--sys-root", str(node.sys_root),
                     "--cgroup-root", str(node.cgroup_root), "--run-dir", str(context.data_dir / RUN_DIRS / node.name),
-                    "--report-interval", REPORT_INTERVAL]
+                    "--report-interval", REPORT_INTERVAL,
+                    # No runtime proxy in a local cluster: the hook server listens, registered in the data dir.
+                    "--runtime-hooks-addr", hook_socket(context.data_dir, node.name),
+                    "--runtime-hooks-config-path", str(context.data_dir / RUN_DIRS / node.name / "hookserver.d")]
         for node in context.nodes}
     checks = {}
     if "manager" in context.roles and context.nodes:

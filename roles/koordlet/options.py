@@ -55,3 +55,12 @@ class KoordletOptions:
     #: Empty: RUN_DIR/audit.
     audit_log_dir: str = ""
     audit_max_disk_space_mb: int = 16
+    #: Proxy-mode hook server (reference A.2.6). Empty addr: RUN_DIR/koordlet.sock.
+    runtime_hooks_network: str = "unix"
+    runtime_hooks_addr: str = ""
+    #: The socket as koord-runtime-proxy on the host sees it; empty: the addr.
+    runtime_hooks_host_endpoint: str = ""
+    runtime_hooks_failure_policy: str = "Ignore"
+    runtime_hooks_plugin_failure_policy: str = "Ignore"
+    runtime_hooks_config_path: str = "/etc/runtime/hookserver.d"
+    runtime_hooks_disable_stages: list[str] | None = None

@@ -8,8 +8,9 @@ Plugins (:mod:`.hooks` contract) are pure request → response functions, each b
 - :class:`~.cpunormalization.CPUNormalization` (``CPUNormalization``, off): LS quotas ÷ the node's ratio.
 
 This build delivers them in reconciler mode (:class:`~.reconciler.Reconciler`: on every pod, NodeSLO or
-Node change and every ``--reconcile-interval-seconds``, through the resource executor); the runtime
-proxy's hook server calls the same plugin functions with requests built from the CRI's.
+Node change and every ``--reconcile-interval-seconds``, through the resource executor) and in proxy
+mode (:class:`~.hookserver.HookServer`: koord-runtime-proxy asks before a sandbox or container is
+created, with requests built from the CRI's).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ class RoundResult:
     updates: int = 0
 
 
-def _updates(rel_dir: str, answers: Iterable[tuple[str, Resources | None]], what: str) -> list[CgroupUpdate]:
+def cgroup_updates(rel_dir: str, answers: Iterable[tuple[str, Resources | None]], what: str) -> list[CgroupUpdate]:
     """One update per field set by any answer; the last plugin setting a field wins and owns it."""
     chosen: dict[str, tuple[Any, str]] = {}
     for plugin, res in answers:
@@ -101,7 +101,8 @@ class Reconciler:
         processors = ((self.cache.get_kv(kinds.KV_NODE_CPU_INFO) or {}).get("cpus") or []) if self.cache else []
         return node_facts(self.states.node(), self.states.node_slo(), processors, pods)
 
-    def _usable_plugins(self) -> list[HookPlugin]:
+    def usable_plugins(self) -> list[HookPlugin]:
+        """The enabled plugins this node can apply now (a change either way is logged once)."""
         out = []
         for plugin in self.plugins:
             problem = plugin.system_problem(self.host)
@@ -127,14 +128,14 @@ class Reconciler:
     def _reconcile(self) -> RoundResult:
         metas = [m for m in self.states.pods() if (m.pod.get("status") or {}).get("phase") not in TERMINATED_PHASES]
         facts = self.facts([m.pod for m in metas])
-        plugins = self._usable_plugins()
+        plugins = self.usable_plugins()
         for plugin in plugins:
             plugin.prepare(self.host, facts)
         result = RoundResult(pods=len(metas))
         qos_level = []
         for kube_qos in KUBE_QOS_CLASSES:
             answers = [(p.name, p.kube_qos_hook(kube_qos, facts)) for p in plugins]
-            qos_level += _updates(self.layout.qos_dir(kube_qos), answers, f"kube QoS {kube_qos}")
+            qos_level += cgroup_updates(self.layout.qos_dir(kube_qos), answers, f"kube QoS {kube_qos}")
         pod_level: list[CgroupUpdate] = []
         container_level: list[CgroupUpdate] = []
         active: set[str] = set()
@@ -158,7 +159,7 @@ class Reconciler:
         dangling = self._dangling(active)
         for kube_qos, rel in dangling:
             answers = [(p.name, p.dangling_pod_hook(kube_qos, facts)) for p in plugins]
-            pod_level += _updates(rel, answers, "pod cgroup of a terminated pod")
+            pod_level += cgroup_updates(rel, answers, "pod cgroup of a terminated pod")
         result.dangling = [rel for _, rel in dangling]
         current = active | set(result.dangling)
         for gone in self._pod_dirs - current:
@@ -177,14 +178,14 @@ class Reconciler:
         for p in plugins:
             resp = p.pod_hook(req, facts)
             answers.append((p.name, resp.resources if resp else None))
-        pods = _updates(req.cgroup_parent, answers, f"pod {req.key}")
+        pods = cgroup_updates(req.cgroup_parent, answers, f"pod {req.key}")
         ctrs: list[CgroupUpdate] = []
         for creq in container_requests(req, containers):
             answers = []
             for p in plugins:
                 resp = p.container_hook(creq, facts)
                 answers.append((p.name, resp.resources if resp else None))
-            ctrs += _updates(creq.cgroup_dir, answers, f"container {req.key}/{creq.name}")
+            ctrs += cgroup_updates(creq.cgroup_dir, answers, f"container {req.key}/{creq.name}")
         return pods, ctrs
 
     def _host_app_updates(self, plugins: list[HookPlugin], facts: NodeFacts) -> list[CgroupUpdate]:
@@ -198,7 +199,7 @@ class Reconciler:
                 log.debug("runtime hooks: %s", err)
                 continue
             answers = [(p.name, p.host_app_hook(app, facts)) for p in plugins]
-            out += _updates(rel, answers, f"host application {app.get('name')}")
+            out += cgroup_updates(rel, answers, f"host application {app.get('name')}")
         return out
 
     def _report(self, pod: Mapping[str, Any], req: PodRequest, err: HookError) -> None:
