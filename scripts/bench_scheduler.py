@@ -19,7 +19,11 @@ Each measurement says whether it is what it claims: ``ok`` is true only when eve
 was placed (bound, end to end); the document's ``ok`` and the exit status sum them up.
 
 Cases: 500 nodes / 1,000 pods and 5,000 nodes / 10,000 pods, each without and with
-LoadAwareScheduling (NodeMetrics present for every node).
+LoadAwareScheduling (NodeMetrics present for every node); and ``quota-gang`` (end to end only):
+5,000 nodes, 10,000 pods in 1,000 ElasticQuotas (10 pods each, every quota large enough), half of
+them in 500 gangs of 10 (``gang.scheduling.koordinator.sh/*`` annotations), with ElasticQuota and
+Coscheduling enabled as Koordinator's default configuration does. Its figure is compared with the
+plain 5,000-node case of the same run: ``ratio_to_plain`` (target ≥ 0.7).
 """
 
 from __future__ import annotations
@@ -92,8 +96,42 @@ WITH_LOADAWARE = """    filter: {enabled: [{name: LoadAwareScheduling}]}
     reserve: {enabled: [{name: LoadAwareScheduling}]}"""
 
 
-def config_text(loadaware: bool) -> str:
+QUOTA_GANG = """    preEnqueue: {enabled: [{name: Coscheduling}]}
+    preFilter: {enabled: [{name: Coscheduling}, {name: ElasticQuota}]}
+    filter: {disabled: [{name: LoadAwareScheduling}]}
+    postFilter: {disabled: [{name: "*"}], enabled: [{name: Coscheduling}, {name: ElasticQuota}, {name: DefaultPreemption}]}
+    preScore: {enabled: [{name: Coscheduling}]}
+    score: {disabled: [{name: LoadAwareScheduling}], enabled: [{name: Coscheduling, weight: 1}]}
+    reserve: {disabled: [{name: LoadAwareScheduling}], enabled: [{name: Coscheduling}, {name: ElasticQuota}]}
+    permit: {enabled: [{name: Coscheduling}]}
+    preBind: {enabled: [{name: Coscheduling}]}
+    postBind: {enabled: [{name: Coscheduling}]}"""
+#: quota+gang case: quotas, gangs, gang size (the pods of a gang share a quota).
+QUOTAS, GANGS, GANG_SIZE = 1000, 500, 10
+
+
+def config_text(loadaware: bool, quota_gang: bool = False) -> str:
+    if quota_gang:
+        return CONFIG.format(plugins=QUOTA_GANG)
     return CONFIG.format(plugins=WITH_LOADAWARE if loadaware else WITHOUT_LOADAWARE)
+
+
+def quota_obj(i: int) -> dict:
+    """An ElasticQuota under the root with room for its pods (a tenth of a 4-cpu node each)."""
+    room = {"cpu": "4", "memory": "16Gi"}
+    return {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota",
+            "metadata": {"name": f"q-{i:04d}", "namespace": NS}, "spec": {"min": room, "max": room}}
+
+
+def quota_gang_pod(i: int) -> dict:
+    """Pod ``i`` of the quota+gang case: its quota label, and the gang annotations for the first half."""
+    pod = pod_obj(f"pod-{i}")
+    group = i // GANG_SIZE
+    pod["metadata"]["labels"] = {"quota.scheduling.koordinator.sh/name": f"q-{group % QUOTAS:04d}"}
+    if group < GANGS:
+        pod["metadata"]["annotations"] = {"gang.scheduling.koordinator.sh/name": f"gang-{group:04d}",
+                                          "gang.scheduling.koordinator.sh/min-available": str(GANG_SIZE)}
+    return pod
 
 
 # -- algorithm only -------------------------------------------------------------------------------
@@ -254,7 +292,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, workdir: Path,
-                     pod_resources: dict | None = None, timeout: float = 600.0) -> dict:
+                     pod_resources: dict | None = None, timeout: float = 600.0, quota_gang: bool = False) -> dict:
     """Scheduler and API server as processes; ``ok`` only when every measured pod was bound and the
     scheduler was still running. Ends when every pod is bound or reported Unschedulable, when the
     scheduler exits, or after ``timeout`` seconds (``stopped`` says which)."""
@@ -288,12 +326,17 @@ def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, wor
         api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods",
                        [pod_obj(f"init-{i}", f"node-{i % nodes:05d}", pod_resources) for i in range(init_pods)])
         names = {f"pod-{i}" for i in range(pods)}
-        api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods",
-                       [pod_obj(n, None, pod_resources) for n in sorted(names)])
+        if quota_gang:
+            api.create_all(lambda o: f"/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/{NS}/elasticquotas",
+                           [quota_obj(i) for i in range(QUOTAS)])
+            measured = [quota_gang_pod(i) for i in range(pods)]
+        else:
+            measured = [pod_obj(n, None, pod_resources) for n in sorted(names)]
+        api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods", measured)
         _, data = api.call("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
         watch = BindWatch(port, orjson.loads(data)["metadata"]["resourceVersion"], names)
         config = workdir / "scheduler.yaml"
-        config.write_text(config_text(loadaware))
+        config.write_text(config_text(loadaware, quota_gang))
         log = open(workdir / "scheduler.log", "w")
         started = time.monotonic()
         scheduler = subprocess.Popen([sys.executable, "-m", "koordinator", "--role=scheduler",
@@ -333,6 +376,9 @@ def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, wor
 
 
 CASES = {"500n-1000p": (500, 500, 1000), "5000n-10000p": (5000, 1000, 10000)}
+#: End to end only; compared with the plain case named here (run first when not asked for).
+QUOTA_GANG_CASE, QUOTA_GANG_BASE = "quota-gang", "5000n-10000p"
+TARGET_QUOTA_GANG_RATIO = 0.7
 
 
 def compile_bytecode() -> None:
@@ -348,9 +394,23 @@ def compile_bytecode() -> None:
         compileall.compile_dir(str(ROOT / package), quiet=1)
 
 
+def quota_gang_case(plain: dict | None, timeout: float) -> dict:
+    """The quota+gang case end to end, and its throughput against ``plain`` (the plain case's entry)."""
+    nodes, init, pods = CASES[QUOTA_GANG_BASE]
+    with tempfile.TemporaryDirectory(prefix="bench-sched-") as tmp:
+        result = bench_end_to_end(nodes, init, pods, False, Path(tmp), timeout=timeout, quota_gang=True)
+    base = ((plain or {}).get("end_to_end") or {}).get("pods_per_second")
+    ratio = round(result["pods_per_second"] / base, 3) if base else None
+    return {"nodes": nodes, "init_pods": init, "pods": pods, "quotas": QUOTAS, "gangs": GANGS,
+            "gang_size": GANG_SIZE, "end_to_end": result, "plain_pods_per_second": base, "ratio_to_plain": ratio,
+            "target": {"ratio_to_plain": TARGET_QUOTA_GANG_RATIO,
+                       "met": ratio is not None and ratio >= TARGET_QUOTA_GANG_RATIO}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(CASES), help="comma separated: " + ", ".join(CASES))
+    names = [*CASES, QUOTA_GANG_CASE]
+    parser.add_argument("--cases", default=",".join(names), help="comma separated: " + ", ".join(names))
     parser.add_argument("--skip-end-to-end", action="store_true")
     parser.add_argument("--loadaware", choices=["both", "on", "off"], default="both")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -360,7 +420,18 @@ def main() -> int:
     out: dict = {"cpu_count": os.cpu_count(), "ok": True, "cases": {}}
     if not args.skip_end_to_end:
         compile_bytecode()
-    for case in args.cases.split(","):
+    cases = args.cases.split(",")
+    for unknown in set(cases) - set(names):
+        parser.error(f"--cases: unknown case {unknown!r} (known: {', '.join(names)})")
+    if QUOTA_GANG_CASE in cases and not args.skip_end_to_end and QUOTA_GANG_BASE not in cases:
+        cases.insert(cases.index(QUOTA_GANG_CASE), QUOTA_GANG_BASE)   # the figure it is compared with
+    for case in cases:
+        if case == QUOTA_GANG_CASE:
+            if not args.skip_end_to_end:
+                out["cases"][case] = entry = quota_gang_case(out["cases"].get(QUOTA_GANG_BASE), args.timeout)
+                out["ok"] = out["ok"] and entry["end_to_end"]["ok"] and entry["target"]["met"]
+                print(json.dumps({case: entry}), file=sys.stderr)
+            continue
         nodes, init, pods = CASES[case]
         for loadaware in modes:
             key = f"{case}{'-loadaware' if loadaware else ''}"

@@ -23,7 +23,7 @@ def run_manager(*flags: str) -> subprocess.CompletedProcess:
     (["--feature-gates=Bogus=true"], "unrecognized feature gate: Bogus"),
     (["--feature-gates=NodeMutatingWebhook=true"], "NodeMutatingWebhook=true is not supported"),
     (["--controllers=nodeslo,nodemetrics"], "unknown controller 'nodemetrics'"),
-    (["--controllers=quotaprofile"], "quotaprofile: the ElasticQuotaProfile controller is not implemented"),
+    (["--controllers=colocationprofile"], "colocationprofile: needs the ColocationProfileController gate"),
     (["--noderesource-plugins=BatchResource=maybe"], "'BatchResource=maybe': 'maybe' is not true or false"),
     (["--noderesource-plugins=Batch=false"], "unknown plugin 'Batch'"),
     (["--webhook-port=70000"], "70000"),
@@ -43,11 +43,12 @@ def test_help_lists_the_manager_flags():
 
 
 def test_controllers_flag_follows_koordinator_rules():
-    assert enabled_controllers("*") == ["nodemetric", "nodeslo", "noderesource"]
-    assert enabled_controllers("*,-noderesource") == ["nodemetric", "nodeslo"]
+    assert enabled_controllers("*") == ["nodemetric", "nodeslo", "noderesource", "quotaprofile"]
+    assert enabled_controllers("*,-noderesource") == ["nodemetric", "nodeslo", "quotaprofile"]
     assert enabled_controllers("nodeslo") == ["nodeslo"]
+    assert enabled_controllers("quotaprofile") == ["quotaprofile"]
     # "-name" wins over "*" whatever the order; names not listed are off without "*".
-    assert enabled_controllers("-nodeslo,*") == ["nodemetric", "noderesource"]
+    assert enabled_controllers("-nodeslo,*") == ["nodemetric", "noderesource", "quotaprofile"]
     assert enabled_controllers("*,-colocationprofile,-quotaprofile") == ["nodemetric", "nodeslo", "noderesource"]
     assert noderesource_plugins("") == ["CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource",
                                         "GPUDeviceResource", "RDMADeviceResource"]

@@ -437,6 +437,53 @@ def test_preemptible_label_is_immutable():
     assert resp.message == "Preemptible label is forbidden modify now."
 
 
+# -- gang member counts (this build's check; Koordinator's /validate-pod has none) ------------------
+
+GANG_MIN = "gang.scheduling.koordinator.sh/min-available"
+GANG_TOTAL = "gang.scheduling.koordinator.sh/total-number"
+LIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+
+def gang_pod(annotations=None, labels=None):
+    obj = vpod(labels)
+    obj["metadata"]["annotations"] = dict(annotations or {})
+    return obj
+
+
+@pytest.mark.parametrize("annotations, labels, message", [
+    ({GANG_MIN: "abc"}, None,
+     f'annotations.{GANG_MIN}: Invalid value: "abc": must be a non-negative integer'),
+    ({GANG_TOTAL: "2.5"}, None,
+     f'annotations.{GANG_TOTAL}: Invalid value: "2.5": must be a non-negative integer'),
+    (None, {LIGHT_MIN: "x"},
+     f'labels.{LIGHT_MIN}: Invalid value: "x": must be a non-negative integer'),
+    ({GANG_MIN: "-1"}, None,
+     f'annotations.{GANG_MIN}: Invalid value: "-1": must be a non-negative integer'),
+    ({GANG_MIN: "2147483648"}, None,
+     f'annotations.{GANG_MIN}: Invalid value: "2147483648": must be no greater than 2147483647'),
+    ({GANG_MIN: " 2"}, None,
+     f'annotations.{GANG_MIN}: Invalid value: " 2": must be a non-negative integer'),
+    ({GANG_MIN: "abc", GANG_TOTAL: "def"}, None,
+     f'[annotations.{GANG_MIN}: Invalid value: "abc": must be a non-negative integer, '
+     f'annotations.{GANG_TOTAL}: Invalid value: "def": must be a non-negative integer]'),
+])
+def test_gang_counts_must_be_non_negative_integers(annotations, labels, message):
+    resp = validate(gang_pod(annotations, labels))
+    assert not resp.allowed and resp.code == 400
+    assert resp.message == message
+
+
+def test_valid_gang_counts_pass_and_updates_check_only_changed_values():
+    assert validate(gang_pod({GANG_MIN: "3", GANG_TOTAL: "0"}, {LIGHT_MIN: "2"})).allowed
+    # a pod admitted before this check (or with the webhook down) can still be updated
+    old = gang_pod({GANG_MIN: "abc"})
+    new = gang_pod({GANG_MIN: "abc", "other": "x"})
+    assert validate(new, op="UPDATE", old=old).allowed
+    changed = gang_pod({GANG_MIN: "def"})
+    assert validate(changed, op="UPDATE", old=old).message == \
+        f'annotations.{GANG_MIN}: Invalid value: "def": must be a non-negative integer'
+
+
 # -- registration --------------------------------------------------------------------------------
 
 class Recorder:
@@ -465,3 +512,37 @@ def test_handlers_do_not_modify_the_request():
     before = copy.deepcopy(obj)
     mutate(obj, profiles=[batch_profile(patch={"metadata": {"labels": {"x": "1"}}})])
     assert obj == before
+
+
+# -- through the API server --------------------------------------------------------------------------
+
+def test_bad_gang_count_is_refused_by_the_api_server(crd_server, crd_client, tmp_path_factory):
+    from koordinator.local import free_port
+    from koordinator.runtime.errors import ApiError, NotFound
+    from koordinator_roles.manager.local import ensure_webhooks
+    from koordinator_roles.manager.webhook_configuration import VALIDATING_NAME
+    from tests.manager_harness import InProcessManager
+    from tests.waiting import wait_until
+
+    c = crd_client
+    port = free_port()
+    ensure_webhooks(c, port)
+    c.create(ns("gang"))
+    with InProcessManager(crd_server.kubeconfig, tmp_path_factory.mktemp("certs"), "--controllers=-noderesource",
+                          webhook_port=port) as m:
+        wait_until(lambda: all(w["clientConfig"].get("caBundle")
+                               for w in c.get("ValidatingWebhookConfiguration", VALIDATING_NAME)["webhooks"]),
+                   message="the manager injects its CA")
+        wait_until(lambda: m.runtime.informers.wait_for_sync(0) and m.webhook_ready() is None,
+                   message="webhook server ready")
+        for field, key in (("annotations", GANG_MIN), ("annotations", GANG_TOTAL), ("labels", LIGHT_MIN)):
+            obj = pod("g", "gang")
+            obj["metadata"][field] = {key: "abc"}
+            with pytest.raises(ApiError) as err:
+                c.create(obj)
+            assert err.value.message == ('admission webhook "vpod.koordinator.sh" denied the request: '
+                                         f'{field}.{key}: Invalid value: "abc": must be a non-negative integer')
+            with pytest.raises(NotFound):
+                c.get("Pod", "g", "gang")
+        ok = pod("g", "gang", annotations={GANG_MIN: "2", GANG_TOTAL: "3"})
+        assert c.create(ok)["metadata"]["annotations"][GANG_MIN] == "2"

@@ -5,13 +5,20 @@ Quota tree cases are built by hand from the reference (B.6.3, B.6.4); each messa
 
 from __future__ import annotations
 
+import copy
 import uuid
 
+import pytest
+
 from koordinator.apis.schemas import crd_manifests
-from koordinator.runtime.errors import AlreadyExists, ApiError
+from koordinator.local import free_port
+from koordinator.runtime.errors import AlreadyExists, ApiError, NotFound
 from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.manager.webhooks import InformerListers, StaticListers
+from koordinator_roles.manager.local import ensure_webhooks
+from koordinator_roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
 from koordinator_roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
+from tests.manager_harness import InProcessManager
 from tests.waiting import wait_until
 
 P = "quota.scheduling.koordinator.sh/"
@@ -101,8 +108,9 @@ def test_self_checks_in_order():
         f"q quota.Annotation[{P}shared-weight]'s value < 0, in dimension :[cpu]"
     assert validate(quota("q", max={"cpu": "10"}, min={"gpu": "1"})).message == \
         "resourceKey gpu of quota q is included in min, which is not included in max"
+    # Koordinator's text, then the fields and values (this build's addition)
     assert validate(quota("q", max={"cpu": "10"}, min={"cpu": "12000m"})).message == \
-        "resourceKey cpu of quota q min 12 > max 10"
+        "resourceKey cpu of quota q min 12 > max 10 (spec.min[cpu]: 12 > spec.max[cpu]: 10)"
 
 
 def test_max_strict_check_resource_keys():
@@ -167,8 +175,9 @@ def test_min_sums():
     parent = quota("parent", is_parent=True, max=CPU10, min={"cpu": "4", "memory": "4Gi"})
     sibling = quota("s", parent="parent", max=CPU10, min={"cpu": "3"})
     # 3 + 2 = 5 cpu > 4
-    assert validate(quota("c", parent="parent", max=CPU10, min={"cpu": "2"}), [parent, sibling]).message == \
-        "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: parent"
+    assert validate(quota("c", parent="parent", max=CPU10, min={"cpu": "2"}), [parent, sibling]).message == (
+        "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: parent "
+        "(quota c spec.min[cpu]: 2, children of parent would sum to 5 > parent spec.min[cpu]: 4)")
     assert validate(quota("c", parent="parent", max=CPU10, min={"cpu": "1"}), [parent, sibling]).allowed
     force = quota("c", parent="parent", max=CPU10, min={"cpu": "2"}, labels={P + "allow-force-update": "true"})
     assert validate(force, [parent, sibling]).allowed
@@ -176,8 +185,15 @@ def test_min_sums():
     assert validate(root_marked, [parent, sibling]).allowed
     # lowering the parent's min under its children's sum (3 cpu)
     new_parent = quota("parent", is_parent=True, max=CPU10, min={"cpu": "2", "memory": "4Gi"})
-    assert validate(new_parent, [parent, sibling], op="UPDATE", old=parent).message == \
-        "checkMinQuotaSum all children's MinQuota > current MinQuota, current: parent"
+    assert validate(new_parent, [parent, sibling], op="UPDATE", old=parent).message == (
+        "checkMinQuotaSum all children's MinQuota > current MinQuota, current: parent "
+        "(children [s] spec.min[cpu] sum to 3 > parent spec.min[cpu]: 2)")
+    # a resource the parent has no min for counts as 0
+    gpu_max = {**CPU10, "nvidia.com/gpu": "8"}
+    gpu_parent = quota("parent", is_parent=True, max=gpu_max, min={"cpu": "4", "nvidia.com/gpu": "0"})
+    gpu_child = quota("g", parent="parent", max=gpu_max, min={"nvidia.com/gpu": "1"})
+    assert validate(gpu_child, [gpu_parent]).message.endswith(
+        "(quota g spec.min[nvidia.com/gpu]: 1, children of parent would sum to 1 > parent spec.min[nvidia.com/gpu]: 0)")
 
 
 def test_parent_without_min_fails_when_children_have_min():
@@ -310,3 +326,92 @@ def test_informer_listers_read_the_cluster(client, namespace):
         factory.stop()
         client.delete("ClusterColocationProfile", f"prof-{suffix}")
         client.delete("PriorityClass", f"pc-{suffix}")
+
+
+# -- through the API server: the manager's webhook server behind the real webhook configurations ----
+
+@pytest.fixture(scope="module")
+def webhook_manager(crd_server, crd_client, tmp_path_factory):
+    port = free_port()
+    ensure_webhooks(crd_client, port)
+    m = InProcessManager(crd_server.kubeconfig, tmp_path_factory.mktemp("certs"), "--controllers=-noderesource",
+                         webhook_port=port).start()
+    try:
+        wait_until(lambda: all(w["clientConfig"].get("caBundle")
+                               for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
+                                                  ("ValidatingWebhookConfiguration", VALIDATING_NAME))
+                               for w in crd_client.get(kind, name)["webhooks"]),
+                   message="the manager injects its CA into every webhook")
+        wait_until(lambda: m.runtime.informers.wait_for_sync(0) and m.webhook_ready() is None,
+                   message="webhook server ready")
+        yield m
+    finally:
+        m.stop()
+
+
+def _in_webhook_cache(manager, name):
+    return wait_until(lambda: any(q["metadata"]["name"] == name
+                                  for q in manager.runtime.informers.informer("ElasticQuota").store.list()),
+                      message=f"{name} in the webhook's quota cache")
+
+
+def _denied(call):
+    with pytest.raises(ApiError) as err:
+        call()
+    assert 'admission webhook "velasticquota.koordinator.sh" denied the request: ' in err.value.message
+    return err.value.message
+
+
+def test_min_above_max_is_refused_and_nothing_is_stored(webhook_manager, crd_client):
+    c = crd_client
+    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wq-self"}})
+    message = _denied(lambda: c.create(quota("upside-down", namespace="wq-self", min={"cpu": "30"},
+                                             max={"cpu": "20"})))
+    assert message.endswith("resourceKey cpu of quota upside-down min 30 > max 20 "
+                            "(spec.min[cpu]: 30 > spec.max[cpu]: 20)")
+    with pytest.raises(NotFound):
+        c.get("ElasticQuota", "upside-down", "wq-self")
+    # An update that would turn a stored quota upside down leaves it as it was.
+    stored = c.create(quota("fine", namespace="wq-self", min={"cpu": "1"}, max={"cpu": "20"}))
+    _in_webhook_cache(webhook_manager, "fine")
+    bad = copy.deepcopy(stored)
+    bad["spec"]["min"] = {"cpu": "21"}
+    message = _denied(lambda: c.update(bad))
+    assert "(spec.min[cpu]: 21 > spec.max[cpu]: 20)" in message
+    again = c.get("ElasticQuota", "fine", "wq-self")
+    assert again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert again["spec"]["min"] == {"cpu": "1"}
+
+
+def test_child_min_above_parent_min_is_refused_naming_both(webhook_manager, crd_client):
+    c = crd_client
+    c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wq-tree"}})
+    limits = {"cpu": "20", "memory": "20Gi"}
+    c.create(quota("wq-parent", namespace="wq-tree", is_parent=True, min={"cpu": "10", "memory": "10Gi"},
+                   max=limits))
+    _in_webhook_cache(webhook_manager, "wq-parent")
+    message = _denied(lambda: c.create(quota("wq-child", namespace="wq-tree", parent="wq-parent",
+                                             min={"cpu": "15", "memory": "5Gi"}, max=limits)))
+    assert message.endswith("checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: wq-parent "
+                            "(quota wq-child spec.min[cpu]: 15, children of wq-parent would sum to 15 > "
+                            "wq-parent spec.min[cpu]: 10)")
+    with pytest.raises(NotFound):
+        c.get("ElasticQuota", "wq-child", "wq-tree")
+    # A child that fits, then an update past the parent: refused, the stored child unchanged.
+    child = c.create(quota("wq-child", namespace="wq-tree", parent="wq-parent", min={"cpu": "5", "memory": "5Gi"},
+                           max=limits))
+    _in_webhook_cache(webhook_manager, "wq-child")
+    bigger = copy.deepcopy(child)
+    bigger["spec"]["min"]["cpu"] = "11"
+    assert "(quota wq-child spec.min[cpu]: 11, children of wq-parent would sum to 11 > " in _denied(
+        lambda: c.update(bigger))
+    assert c.get("ElasticQuota", "wq-child", "wq-tree")["metadata"]["resourceVersion"] == \
+        child["metadata"]["resourceVersion"]
+    # Lowering the parent under its child's min names the children.
+    parent = c.get("ElasticQuota", "wq-parent", "wq-tree")
+    lower = copy.deepcopy(parent)
+    lower["spec"]["min"]["cpu"] = "2"
+    assert _denied(lambda: c.update(lower)).endswith(
+        "checkMinQuotaSum all children's MinQuota > current MinQuota, current: wq-parent "
+        "(children [wq-child] spec.min[cpu] sum to 5 > wq-parent spec.min[cpu]: 2)")
+    assert c.get("ElasticQuota", "wq-parent", "wq-tree")["spec"]["min"]["cpu"] == "10"

@@ -335,11 +335,13 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
                    "koordinator-mutating-webhook-configuration")
     assert all(r.get("resourceNames") for r in m if r["apiGroups"] == ["admissionregistration.k8s.io"])
     assert not _allows_any_name(m, "", "secrets", "get"), "webhook certificate Secret: namespaced Role only"
-    # Nothing in this build writes pods, ElasticQuotas or ElasticQuotaProfiles, or NRTs.
+    # The quota profile controller writes ElasticQuotas and patches its profiles; nothing writes pods or NRTs.
     assert _allows(m, "", "pods", "watch") and not _allows_any_name(m, "", "pods", "patch")
-    assert _allows(m, "scheduling.sigs.k8s.io", "elasticquotas", "watch")
-    assert not any(_allows_any_name(m, "scheduling.sigs.k8s.io", "elasticquotas", v) for v in ("create", "update", "patch"))
-    assert not any("elasticquotaprofiles" in r["resources"] for r in m)
+    for verb in ("watch", "create", "update"):
+        assert _allows(m, "scheduling.sigs.k8s.io", "elasticquotas", verb), verb
+    assert not _allows_any_name(m, "scheduling.sigs.k8s.io", "elasticquotas", "delete")
+    assert _allows(m, "quota.koordinator.sh", "elasticquotaprofiles", "patch")
+    assert not _allows_any_name(m, "quota.koordinator.sh", "elasticquotaprofiles", "update")
     assert not _allows_any_name(m, "topology.node.k8s.io", "noderesourcetopologies", "update")
     m_ns = _rules(objects, "Role", "koord-manager-leader-election")
     # The webhook certificate Secret: the manager creates it when absent (create cannot be limited by
@@ -362,7 +364,8 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
                                   ("", "services", "watch"), ("apps", "replicasets", "watch"),
                                   ("apps", "statefulsets", "watch"), ("policy", "poddisruptionbudgets", "watch"),
                                   ("scheduling.koordinator.sh", "reservations/status", "update"),
-                                  ("scheduling.sigs.k8s.io", "podgroups", "update")]:
+                                  ("scheduling.sigs.k8s.io", "podgroups", "update"),
+                                  ("scheduling.sigs.k8s.io", "elasticquotas", "patch"), ("", "pods/eviction", "create")]:
         assert _allows(s, group, resource, verb), (resource, verb)
     s_ns = _rules(objects, "Role", "koord-scheduler-leader-election")
     assert not _allows_any_name(s_ns, "", "configmaps", "get"), "the scheduler reads no ConfigMap through the API"

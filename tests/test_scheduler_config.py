@@ -72,14 +72,18 @@ def test_default_configuration():
     assert [(r.name, r.weight) for r in p.plugins_at("score", impl)] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("PodTopologySpread", 2),
         ("InterPodAffinity", 2), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
-        ("LoadAwareScheduling", 1)]
-    assert names(p.plugins_at("reserve", impl)) == ["LoadAwareScheduling"]
-    assert names(p.plugins_at("preBind", impl)) == ["DefaultPreBind"]
-    assert names(p.plugins_at("postFilter", impl)) == ["DefaultPreemption"]
+        ("LoadAwareScheduling", 1), ("Coscheduling", 1)]
+    assert names(p.plugins_at("reserve", impl)) == ["LoadAwareScheduling", "Coscheduling", "ElasticQuota"]
+    assert names(p.plugins_at("preBind", impl)) == ["Coscheduling", "DefaultPreBind"]
+    assert names(p.plugins_at("postFilter", impl)) == ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
+    assert names(p.plugins_at("preFilter", impl))[-2:] == ["Coscheduling", "ElasticQuota"]
+    for point in ("preEnqueue", "permit", "postBind"):
+        assert "Coscheduling" in names(p.plugins_at(point, impl)), point
     # Volume plugins this build lacks are left out of the defaults without an error.
     assert not {"VolumeBinding", "VolumeZone", "DynamicResources"} & set(p.all_plugin_names())
     # Args for every plugin with an args schema, though pluginConfig is empty.
-    assert set(p.plugin_args) == {"NodeResourcesFit", "DefaultPreemption", "LoadAwareScheduling"}
+    assert set(p.plugin_args) == {"NodeResourcesFit", "DefaultPreemption", "LoadAwareScheduling", "Coscheduling",
+                                  "ElasticQuota"}
     assert p.plugin_args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}
     assert p.plugin_args["NodeResourcesFit"]["scoringStrategy"] == {
         "type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}

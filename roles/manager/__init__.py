@@ -2,7 +2,8 @@
 
 - Leader-elected controllers (Lease ``koordinator-manager``): ``nodemetric``, ``nodeslo`` and
   ``noderesource`` (:mod:`koordinator_roles.manager.controllers`), all driven by the ``slo-controller-config``
-  ConfigMap read through the API (:mod:`koordinator_roles.manager.sloconfig_cache`).
+  ConfigMap read through the API (:mod:`koordinator_roles.manager.sloconfig_cache`), and ``quotaprofile``
+  (:mod:`koordinator_roles.manager.quotaprofile`), one root ElasticQuota per ElasticQuotaProfile.
 - On every replica: the TLS admission webhook server (port 9876, ``--webhook-port`` or env
   ``WEBHOOK_PORT``) with the pod, ElasticQuota and (gated) ConfigMap webhooks
   (:mod:`koordinator_roles.manager.webhooks`), and the self-managed certificates (:mod:`koordinator_roles.manager.certs`).
@@ -31,11 +32,10 @@ Options = ManagerOptions
 log = logging.getLogger("koordinator.manager")
 
 LEASE_NAME = "koordinator-manager"
-CONTROLLERS = ("nodemetric", "nodeslo", "noderesource")
+CONTROLLERS = ("nodemetric", "nodeslo", "noderesource", "quotaprofile")
 # Koordinator's other controller names: accepted in --controllers only as "-name" or via "*".
 NOT_IMPLEMENTED_CONTROLLERS = {
     "colocationprofile": "needs the ColocationProfileController gate, which this build does not implement",
-    "quotaprofile": "the ElasticQuotaProfile controller is not implemented in this build",
 }
 DEFAULT_WEBHOOK_PORT = 9876
 DEFAULT_CERT_DIR = "/tmp/koordinator-webhook-certs"
@@ -123,6 +123,7 @@ class ManagerParts:
     controllers: list[str]
     webhook_server: Any = None
     cert_manager: Any = None
+    quotaprofile: Any = None
 
 
 def register(runtime: Any, options: RuntimeOptions[ManagerOptions]) -> ManagerParts:
@@ -145,8 +146,14 @@ def register(runtime: Any, options: RuntimeOptions[ManagerOptions]) -> ManagerPa
         add_nodeslo_controller(runtime, config)
     if "noderesource" in controllers:
         NodeResourceController(runtime, config, plugins=plugins, gpu_shared=gates["EnableSyncGPUSharedResource"])
+    quotaprofile = None
+    if "quotaprofile" in controllers:
+        # Koordinator registers it with the other controllers, behind no feature gate.
+        from koordinator_roles.manager.quotaprofile import add_quotaprofile_controller
+
+        quotaprofile = add_quotaprofile_controller(runtime)
     log.info("manager controllers=%s", ",".join(controllers) or "none")
-    parts = ManagerParts(config=config, controllers=controllers)
+    parts = ManagerParts(config=config, controllers=controllers, quotaprofile=quotaprofile)
     if opts.webhook_port:
         parts.webhook_server, parts.cert_manager = _register_webhooks(runtime, opts, gates)
     return parts

@@ -291,12 +291,23 @@ def load_file(path: str | Path, **kwargs: Any) -> SchedulerConfiguration:
 
 def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, Any]:
     """The profile document used without a ``--config`` file, under ``scheduler_name``: kube's default
-    plugins plus LoadAwareScheduling at filter, score (weight 1) and reserve, as Koordinator's default
-    profile has."""
+    plugins plus, as Koordinator's default profile has them, LoadAwareScheduling (filter, score weight 1,
+    reserve), Coscheduling (gangs) and ElasticQuota (quotas); PostFilter runs Coscheduling, ElasticQuota's
+    quota preemption, then kube's DefaultPreemption."""
+    def enabled(*names: str) -> dict[str, Any]:
+        return {"enabled": [{"name": n} for n in names]}
+
     return {"schedulerName": scheduler_name, "plugins": {
-        "filter": {"enabled": [{"name": "LoadAwareScheduling"}]},
-        "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}]},
-        "reserve": {"enabled": [{"name": "LoadAwareScheduling"}]},
+        "preEnqueue": enabled("Coscheduling"),
+        "preFilter": enabled("Coscheduling", "ElasticQuota"),
+        "filter": enabled("LoadAwareScheduling"),
+        "postFilter": {"disabled": [{"name": "*"}], **enabled("Coscheduling", "ElasticQuota", "DefaultPreemption")},
+        "preScore": enabled("Coscheduling"),
+        "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}, {"name": "Coscheduling", "weight": 1}]},
+        "reserve": enabled("LoadAwareScheduling", "Coscheduling", "ElasticQuota"),
+        "permit": enabled("Coscheduling"),
+        "preBind": enabled("Coscheduling"),
+        "postBind": enabled("Coscheduling"),
     }}
 
 

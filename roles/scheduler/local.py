@@ -24,27 +24,32 @@ def local_setup(context: LocalContext) -> LocalSetup:
 
 
 def scheduler_config(profiles: tuple[str, ...] = PROFILES) -> dict[str, Any]:
-    """The scheduler's KubeSchedulerConfiguration in local: one profile per name in ``profiles``, each
-    with the plugins the scheduler uses without ``--config`` (kube's defaults and LoadAwareScheduling)."""
-    from koordinator_roles.scheduler import config
+    """The scheduler's KubeSchedulerConfiguration in local: the shipped ``koord-scheduler-config`` (the
+    plugins and plugin args a cluster install gets), its profile once per name in ``profiles``."""
+    import copy
 
-    return {
-        "apiVersion": config.API_VERSION,
-        "kind": config.KIND,
-        # One scheduler in local: electing a leader would only delay it after an unclean stop (the
-        # dead holder's Lease must expire first).
-        "leaderElection": {"leaderElect": False},
-        "profiles": [config.default_profile(name) for name in profiles],
-    }
+    import yaml
+
+    from koordinator import defaults
+
+    (configmap,) = [o for o in defaults.objects()
+                    if o.get("kind") == "ConfigMap" and o["metadata"]["name"] == "koord-scheduler-config"]
+    document = yaml.safe_load(configmap["data"]["koord-scheduler-config"])
+    shipped = document["profiles"][0]
+    document["profiles"] = [{**copy.deepcopy(shipped), "schedulerName": name} for name in profiles]
+    # One scheduler in local: electing a leader would only delay it after an unclean stop (the dead
+    # holder's Lease must expire first).
+    document["leaderElection"] = {"leaderElect": False}
+    return document
 
 
 def write_config(path: Path) -> Path:
     """Write :func:`scheduler_config` as YAML to ``path`` (replacing it atomically); returns ``path``."""
     import yaml
 
-    text = ("# Written by `koordinator local` at every start: the scheduler's --config. Profiles\n"
-            "# koord-scheduler and default-scheduler (pods without a schedulerName), kube's default plugins\n"
-            "# plus LoadAwareScheduling each.\n" + yaml.safe_dump(scheduler_config(), sort_keys=False))
+    text = ("# Written by `koordinator local` at every start: the scheduler's --config. The shipped\n"
+            "# koord-scheduler-config, its profile as koord-scheduler and as default-scheduler (pods\n"
+            "# without a schedulerName).\n" + yaml.safe_dump(scheduler_config(), sort_keys=False))
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)

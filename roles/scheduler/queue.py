@@ -448,6 +448,27 @@ class SchedulingQueue:
             self._update_gauges()
             return qpi
 
+    def pop_pod(self, pod: Obj) -> QueuedPodInfo | None:
+        """Take this pod out of whichever queue holds it, in flight as after ``pop()`` (Koordinator's NextPod:
+        Coscheduling pulls a gang's members into the cycle one after the other); None if it is not held."""
+        uid = _uid(pod)
+        with self._lock:
+            if self._closed or uid in self._in_flight:
+                return None
+            qpi = self._active.remove(uid) or self._backoff.remove(uid) or self._unpark(uid)
+            if qpi is None:
+                return None
+            qpi.gated = False
+            qpi.attempts += 1
+            if qpi.initial_attempt_timestamp is None:
+                qpi.initial_attempt_timestamp = self.clock()
+            self.scheduling_cycle += 1
+            qpi.unschedulable_plugins = set()
+            qpi.pending_plugins = set()
+            self._in_flight[uid] = _InFlight(self._events_base + len(self._events))
+            self._update_gauges()
+            return qpi
+
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod_scheduling_cycle: int) -> bool:
         """Put back a pod whose attempt failed; False when the queue already holds it or it was deleted.
 

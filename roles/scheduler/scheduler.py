@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from koordinator.runtime.errors import ApiError, NotFound
 from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+from koordinator_roles.scheduler.framework.interfaces import NextPodPlugin
 from koordinator_roles.scheduler.framework.runtime import FilterError, Framework
 from koordinator_roles.scheduler.framework.snapshot import Snapshot
 from koordinator_roles.scheduler.framework.status import ERROR, SUCCESS, UNSCHEDULABLE, WAIT, CycleState, Status
@@ -72,6 +73,16 @@ class Scheduler:
         self._idle = threading.Condition()
         self._in_flight = 0
         self.name = "scheduler"
+        # Koordinator's NextPod: plugins (Coscheduling) that pull specific pods into the next cycle; plugins
+        # that move pods in the queue get it here.
+        self._next_pod_plugins: list[Any] = []
+        for fwk in frameworks.values():
+            for plugin in getattr(fwk, "plugins", {}).values():
+                if isinstance(plugin, NextPodPlugin) and plugin not in self._next_pod_plugins:
+                    self._next_pod_plugins.append(plugin)
+                bind_queue = getattr(plugin, "bind_scheduling_queue", None)
+                if bind_queue is not None:
+                    bind_queue(queue)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -109,7 +120,7 @@ class Scheduler:
             if self._stop.wait(0.05):
                 return
         while not self._stop.is_set():
-            qpi = self.queue.pop(timeout=0.5)
+            qpi = self._next_pod() or self.queue.pop(timeout=0.5)
             if qpi is None:
                 continue
             try:
@@ -119,6 +130,23 @@ class Scheduler:
                 self._submit(self._requeue_after_error, qpi, self.queue.scheduling_cycle)
             finally:
                 self.queue.done(qpi.pod_info.uid)
+
+    def _next_pod(self) -> QueuedPodInfo | None:
+        """The pod a NextPod plugin wants scheduled now, taken out of the queue (None: pop as usual). A pod the
+        queue does not hold yet (its informer event is still on the way) or has in flight is reported back
+        as unavailable, so the plugin offers another one and tries it again later."""
+        for plugin in self._next_pod_plugins:
+            unavailable: set[str] = set()
+            while True:
+                pod = plugin.next_pod(unavailable)
+                if pod is None:
+                    break
+                qpi = self.queue.pop_pod(pod)
+                if qpi is not None:
+                    return qpi
+                md = pod.get("metadata") or {}
+                unavailable.add(f"{md.get('namespace')}/{md.get('name')}")
+        return None
 
     def _binder_loop(self) -> None:
         while True:

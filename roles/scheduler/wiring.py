@@ -7,6 +7,7 @@ from typing import Any
 
 from koordinator_roles.scheduler.cache import SchedulerCache
 from koordinator_roles.scheduler.framework.handle import PluginHandle
+from koordinator_roles.scheduler.framework.interfaces import ControllerProvider
 from koordinator_roles.scheduler.framework.runtime import Framework
 from koordinator_roles.scheduler.framework.types import PodInfo
 from koordinator_roles.scheduler.metrics import SchedulerMetrics
@@ -74,9 +75,23 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
     runtime.add_runnable("scheduling-queue", queue.run)
     runtime.add_runnable("scheduler-cache", cache.run)
     runtime.add_controller(scheduler)
+    _add_plugin_controllers(runtime, frameworks)
     if config_path:
         runtime.config_file("koord-scheduler-config", _reloader(config, frameworks, queue, registry), path=config_path)
     return SchedulerParts(config=config, scheduler=scheduler, queue=queue, cache=cache, frameworks=frameworks)
+
+
+def _add_plugin_controllers(runtime: Any, frameworks: dict[str, Framework]) -> None:
+    """The background controllers of plugins that have some (:class:`ControllerProvider`: quota status,
+    PodGroup status), once per plugin instance, on the leader only (they write status)."""
+    seen: set[int] = set()
+    for fwk in frameworks.values():
+        for name, plugin in fwk.plugins.items():
+            if id(plugin) in seen or not isinstance(plugin, ControllerProvider):
+                continue
+            seen.add(id(plugin))
+            for controller in plugin.new_controllers():
+                runtime.add_runnable(f"{name}/{controller.name}", controller.run, leader_gated=True)
 
 
 def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache, queue: SchedulingQueue,

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Protocol
 
+from koordinator.apis.quota import LABEL_QUOTA_NAME
+
 log = logging.getLogger("koordinator.manager.webhooks")
 
 Obj = dict[str, Any]
 
-LABEL_QUOTA_NAME = "quota.scheduling.koordinator.sh/name"
 QUOTA_NAME_INDEX = "label.quotaName"
 
 # What the handlers read; ConfigMaps are left out by default (the cm webhook validates the

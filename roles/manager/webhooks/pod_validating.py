@@ -8,6 +8,12 @@ ClusterColocationProfile rules, reported together as one aggregate of field erro
 * BE may not be combined with priority none or koord-prod, LSR not with none, mid, batch or free;
 * an LSR/LSE pod must request a non-zero, whole number of CPUs.
 
+Then the gang keys (not a Koordinator check: its scheduler silently treats a bad value as "no gang"
+or as the default): annotations ``gang.scheduling.koordinator.sh/min-available`` and
+``gang.scheduling.koordinator.sh/total-number`` and the label
+``pod-group.scheduling.sigs.k8s.io/min-available`` must be non-negative integers; on UPDATE only a
+value that changed is checked, so a pod admitted before this check can still be updated.
+
 Then the quota check: a pod may not be bound to a parent quota (unless
 ``SupportParentQuotaSubmitPod``), and on UPDATE its ``quota.scheduling.koordinator.sh/preemptible``
 label may not change.
@@ -32,6 +38,14 @@ from koordinator_roles.manager.webhooks.quota_topology import QuotaTopology
 Obj = dict[str, Any]
 
 GATE_SKIP_VALIDATING_PRIORITY = "ColocationProfileSkipValidatingPriority"
+
+# (metadata field, key) of the gang member counts the coscheduling plugin reads as integers.
+GANG_INTEGER_KEYS = (
+    ("annotations", "gang.scheduling.koordinator.sh/min-available"),
+    ("annotations", "gang.scheduling.koordinator.sh/total-number"),
+    ("labels", "pod-group.scheduling.sigs.k8s.io/min-available"),
+)
+_INT32_MAX = 2**31 - 1
 
 QOS_PATH = f"labels.{extension.LABEL_POD_QOS}"
 PRIORITY_LABEL_PATH = f"labels.{extension.LABEL_POD_PRIORITY}"
@@ -63,6 +77,9 @@ class PodValidatingHandler:
         except rq.BadObject as exc:
             return errored(400, str(exc))
         errors = colocation_errors(pod, old, skip_priority_label=self.gates.get(GATE_SKIP_VALIDATING_PRIORITY, False))
+        if errors:
+            return errored(400, fe.aggregate(errors))
+        errors = gang_errors(pod, old)
         if errors:
             return errored(400, fe.aggregate(errors))
         topology = QuotaTopology.build(self.listers.elastic_quotas(), self.listers)
@@ -97,6 +114,23 @@ def colocation_errors(pod: Obj, old: Obj | None, *, skip_priority_label: bool = 
         elif cpu % 1000:
             text = quantity.format_quantity(Decimal(cpu) / 1000)
             errors.append(fe.invalid(REQUESTS_PATH, text, "the requested CPUs of LSR Pod must be integer"))
+    return errors
+
+
+def gang_errors(pod: Obj, old: Obj | None) -> list[fe.FieldError]:
+    """Gang member counts that are not non-negative integers (on UPDATE: only values that changed)."""
+    errors: list[fe.FieldError] = []
+    for field, key in GANG_INTEGER_KEYS:
+        values = rq.meta(pod).get(field) or {}
+        if key not in values:
+            continue
+        value = values[key]
+        if old is not None and (rq.meta(old).get(field) or {}).get(key) == value:
+            continue
+        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+            errors.append(fe.invalid(f"{field}.{key}", value, "must be a non-negative integer"))
+        elif int(value) > _INT32_MAX:
+            errors.append(fe.invalid(f"{field}.{key}", value, f"must be no greater than {_INT32_MAX}"))
     return errors
 
 

@@ -7,7 +7,9 @@ are each checked against the cache without the other, where Koordinator's single
 serialise them (and still race across its replicas).
 
 Every check returns the error text Koordinator returns (None when it passes); the handlers turn
-it into a 400 answer.
+it into a 400 answer. Two texts carry a parenthesised detail after Koordinator's words, naming the
+fields and values involved: min > max (``spec.min[key]`` and ``spec.max[key]``) and the min sums
+(the quota, its parent or children, and the per-resource sum against the limit).
 """
 
 from __future__ import annotations
@@ -19,25 +21,15 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from koordinator.apis import quantity
+from koordinator.apis.quota import (ANNOTATION_MAX_STRICT_CHECK_KEYS, ANNOTATION_NAMESPACES, ANNOTATION_SHARED_WEIGHT,
+                                    DEFAULT_QUOTA, LABEL_ALLOW_FORCE_UPDATE, LABEL_IS_PARENT, LABEL_IS_ROOT,
+                                    LABEL_PARENT, LABEL_PREEMPTIBLE, LABEL_QUOTA_NAME, LABEL_TREE_ID, ROOT_QUOTA,
+                                    SYSTEM_QUOTA)
 from koordinator_roles.manager.webhooks import _request as rq
-from koordinator_roles.manager.webhooks.listers import LABEL_QUOTA_NAME, Listers
+from koordinator_roles.manager.webhooks.listers import Listers
 
 Obj = dict[str, Any]
 
-SYSTEM_QUOTA = "koordinator-system-quota"
-ROOT_QUOTA = "koordinator-root-quota"
-DEFAULT_QUOTA = "koordinator-default-quota"
-
-PREFIX = "quota.scheduling.koordinator.sh/"
-LABEL_IS_PARENT = PREFIX + "is-parent"
-LABEL_PARENT = PREFIX + "parent"
-LABEL_IS_ROOT = PREFIX + "is-root"
-LABEL_TREE_ID = PREFIX + "tree-id"
-LABEL_PREEMPTIBLE = PREFIX + "preemptible"
-LABEL_ALLOW_FORCE_UPDATE = PREFIX + "allow-force-update"
-ANNOTATION_SHARED_WEIGHT = PREFIX + "shared-weight"
-ANNOTATION_NAMESPACES = PREFIX + "namespaces"
-ANNOTATION_MAX_STRICT_CHECK_KEYS = PREFIX + "max-strict-check-resource-keys"
 
 GATE_ENABLE_UPDATE_RESOURCE_KEY = "ElasticQuotaEnableUpdateResourceKey"
 GATE_DISABLE_DEFAULT_QUOTA = "DisableDefaultQuota"
@@ -94,6 +86,11 @@ def _names(keys: Iterable[str]) -> str:
 def _exceeds(total: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> bool:
     """Not "≤ completely": some resource of ``total`` above ``limit`` (absent counts as 0)."""
     return any(v - limit.get(k, Decimal(0)) > 0 for k, v in total.items())
+
+
+def _first_excess(total: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> str:
+    """The first resource (by name) where ``total`` is above ``limit``."""
+    return min(k for k, v in total.items() if v - limit.get(k, Decimal(0)) > 0)
 
 
 @dataclass
@@ -293,7 +290,8 @@ class QuotaTopology:
             if key not in maximum:
                 return f"resourceKey {key} of quota {name} is included in min, which is not included in max"
             if maximum[key] < minimum[key]:
-                return f"resourceKey {key} of quota {name} min {_fmt(minimum[key])} > max {_fmt(maximum[key])}"
+                return (f"resourceKey {key} of quota {name} min {_fmt(minimum[key])} > max {_fmt(maximum[key])} "
+                        f"(spec.min[{key}]: {_fmt(minimum[key])} > spec.max[{key}]: {_fmt(maximum[key])})")
         raw_keys = rq.annotations(quota).get(ANNOTATION_MAX_STRICT_CHECK_KEYS, "")
         if raw_keys:
             try:
@@ -409,11 +407,21 @@ class QuotaTopology:
             total = self._children_min(new.parent, skip=new.name)
             for k, v in new.min.items():
                 total[k] = total.get(k, Decimal(0)) + v
-            if _exceeds(total, self.infos[new.parent].min):
-                return f"checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: {new.parent}"
+            parent_min = self.infos[new.parent].min
+            if _exceeds(total, parent_min):
+                key = _first_excess(total, parent_min)
+                return (f"checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: {new.parent} "
+                        f"(quota {new.name} spec.min[{key}]: {_fmt(new.min.get(key, Decimal(0)))}, "
+                        f"children of {new.parent} would sum to {_fmt(total[key])} > {new.parent} "
+                        f"spec.min[{key}]: {_fmt(parent_min.get(key, Decimal(0)))})")
         if self.children.get(new.name):
-            if _exceeds(self._children_min(new.name), new.min):
-                return f"checkMinQuotaSum all children's MinQuota > current MinQuota, current: {new.name}"
+            children = self._children_min(new.name)
+            if _exceeds(children, new.min):
+                key = _first_excess(children, new.min)
+                names = " ".join(sorted(c for c in self.children[new.name] if c in self.infos))
+                return (f"checkMinQuotaSum all children's MinQuota > current MinQuota, current: {new.name} "
+                        f"(children [{names}] spec.min[{key}] sum to {_fmt(children[key])} > {new.name} "
+                        f"spec.min[{key}]: {_fmt(new.min.get(key, Decimal(0)))})")
         return None
 
     def _children_min(self, parent: str, skip: str = "") -> dict[str, Decimal]:

@@ -22,7 +22,7 @@ Conventions (kube-scheduler's, in Python):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, NamedTuple, Protocol
 
 import numpy as np
 
@@ -337,8 +337,9 @@ class ResizePodPlugin:
 
 
 class NextPodPlugin:
-    def next_pod(self) -> dict | None:
-        """A pod the queue should hand out next (Coscheduling keeps gangs together), or None."""
+    def next_pod(self, unavailable: Collection[str] = ()) -> dict | None:
+        """A pod the queue should hand out next (Coscheduling keeps gangs together), or None; never one whose
+        ``namespace/name`` is in ``unavailable`` (the queue could not hand it out just now)."""
         return None
 
 
@@ -349,7 +350,8 @@ class ForgetPodHandler:
 
 class ControllerProvider:
     def new_controllers(self) -> list[Any]:
-        """Background controllers (Reservation, ElasticQuota, PodGroup) the role registers on the Runtime."""
+        """Background controllers (Reservation, ElasticQuota, PodGroup) the role registers on the Runtime: each
+        has ``name`` and ``run(stop: threading.Event)``, and runs on the leader only."""
         return []
 
 

@@ -29,12 +29,14 @@ _MODULES = {
     "DefaultBinder": "defaultbinder",
     "DefaultPreBind": "defaultprebind",
     "LoadAwareScheduling": "loadaware",
+    "ElasticQuota": "elasticquota",
+    "Coscheduling": "coscheduling",
 }
 
 _LATER = "is not implemented in this build yet"
 NOT_IMPLEMENTED = {
     **{name: f"Koordinator plugin {name} {_LATER}" for name in (
-        "NodeNUMAResource", "Reservation", "Coscheduling", "DeviceShare", "ElasticQuota", "NodeResourcesFitPlus",
+        "NodeNUMAResource", "Reservation", "DeviceShare", "NodeResourcesFitPlus",
         "ScarceResourceAvoidance", "SchedulingHint")},
     **{name: f"kube-scheduler plugin {name} {_LATER} (no volume or DRA scheduling)" for name in (
         "VolumeBinding", "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "DynamicResources")},
