@@ -78,6 +78,11 @@ def is_success(status: Status | None) -> bool:
     return status is None or status.code == SUCCESS
 
 
+#: CycleState key: annotations DefaultPreBind leaves for DefaultBinder's Binding to carry (the API server
+#: puts a Binding's annotations on the pod together with spec.nodeName: one write instead of two).
+BINDING_ANNOTATIONS = "DefaultPreBind/bindingAnnotations"
+
+
 class CycleState:
     """Per-pod scratch space for one scheduling cycle, shared by the plugins (``framework.CycleState``).
 

@@ -86,7 +86,7 @@ class PodGroupController:
         self._processing: set[str] = set()
 
     def enqueue(self, key: str) -> None:
-        """A PodGroup (``ns/name``) to sync; also called for annotation gangs (no such PodGroup: a no-op)."""
+        """A PodGroup (``ns/name``) to sync."""
         with self._cond:
             if key not in self._queued:
                 self._queued.add(key)

@@ -120,9 +120,11 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
             self._queue.activate(pods)
 
     def _notify_controller(self, pg_keys: Iterable[str]) -> None:
+        # Only gangs of a PodGroup have a status to write: annotation gangs would only churn the queue.
         if self._controller is not None:
             for key in pg_keys:
-                self._controller.enqueue(key)
+                if self._pg_informer.store.get(key) is not None:
+                    self._controller.enqueue(key)
 
     # -- the gang cache --------------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("koordinator.scheduler.elasticquota")
 
 STATUS_INTERVAL = 1.0
+#: Quota status patches per round at most (see QuotaStatusController.sync_once).
+MAX_STATUS_PATCHES = 100
 RETRY_INTERVAL = 1.0
 
 
@@ -96,23 +98,35 @@ def status_annotations(info: t.QuotaInfo) -> dict[str, str]:
 
 
 class QuotaStatusController:
-    """Every second: the status annotations and ``status.used`` of every ElasticQuota, patched when changed."""
+    """Every second: the status annotations and ``status.used`` of the ElasticQuotas, patched when changed
+    (at most ``max_patches`` per round)."""
 
     name = "quota-status"
 
-    def __init__(self, plugin: "ElasticQuota", interval: float = STATUS_INTERVAL) -> None:
+    def __init__(self, plugin: "ElasticQuota", interval: float = STATUS_INTERVAL,
+                 max_patches: int = MAX_STATUS_PATCHES) -> None:
         self.plugin = plugin
         self.client = plugin.handle.client
         self.interval = interval
+        self.max_patches = max_patches
+        self._next = 0
 
     def sync_once(self) -> int:
-        """Patch every quota whose written status differs from the tree; returns how many were patched."""
+        """Patch the quotas whose written status differs from the tree, at most ``max_patches`` per round,
+        going round the quotas so that every one gets its turn; returns how many were patched."""
         informer = self.plugin.quota_informer
         if informer is None:
             return 0
         mgr = self.plugin.manager
         patched = 0
-        for obj in informer.store.list():
+        objs = sorted(informer.store.list(), key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        start = self._next % len(objs) if objs else 0
+        for i, obj in enumerate(objs[start:] + objs[:start]):
+            if patched >= self.max_patches:
+                # Thousands of quotas all changing (a scheduling burst) would otherwise cost as many writes
+                # per second as the bindings themselves: the rest are written in the next rounds.
+                self._next = start + i
+                return patched
             meta = obj.get("metadata") or {}
             with mgr.lock:
                 mgr.refresh()
@@ -142,6 +156,7 @@ class QuotaStatusController:
                 continue
             except Exception as e:  # noqa: BLE001 - retried next round
                 log.warning("could not update ElasticQuota status name=%s: %s", meta.get("name"), e)
+        self._next = start
         return patched
 
     def run(self, stop: threading.Event) -> None:
