@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import koordinator_roles.manager as manager
 from koordinator.local import free_port
@@ -25,6 +26,19 @@ class InProcessManager(InProcessRole):
 
     def webhook_ready(self) -> str | None:
         return self.parts.webhook_server.ready()
+
+    def wait_for_webhooks(self, client: Any) -> None:
+        """Until the manager has injected its CA into every webhook, its caches synced and it serves."""
+        from koordinator_roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
+        from tests.waiting import wait_until
+
+        wait_until(lambda: all(w["clientConfig"].get("caBundle")
+                               for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
+                                                  ("ValidatingWebhookConfiguration", VALIDATING_NAME))
+                               for w in client.get(kind, name)["webhooks"]),
+                   message="the manager injects its CA into every webhook")
+        wait_until(lambda: self.runtime.informers.wait_for_sync(0) and self.webhook_ready() is None,
+                   message="webhook server ready")
 
 
 def manager_process(kubeconfig: Path, log_path: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen:

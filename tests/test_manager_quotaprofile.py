@@ -18,7 +18,6 @@ from koordinator.runtime.errors import NotFound
 from koordinator_roles.manager.local import ensure_webhooks
 from koordinator_roles.manager.quotaprofile import (QUOTA_MAX, InvalidProfile, desired_quota, parse_ratio,
                                                     quota_differs, tree_id)
-from koordinator_roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
 from tests.manager_harness import InProcessManager
 from tests.waiting import wait_until
 
@@ -139,13 +138,7 @@ def manager(crd_server, crd_client, tmp_path_factory) -> Iterator[InProcessManag
                          "--controllers=quotaprofile", webhook_port=port)
     m.start()
     try:
-        wait_until(lambda: all(w["clientConfig"].get("caBundle")
-                               for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
-                                                  ("ValidatingWebhookConfiguration", VALIDATING_NAME))
-                               for w in crd_client.get(kind, name)["webhooks"]),
-                   message="the manager injects its CA into every webhook")
-        wait_until(lambda: m.runtime.informers.wait_for_sync(0) and m.webhook_ready() is None,
-                   message="webhook server ready")
+        m.wait_for_webhooks(crd_client)
         yield m
     finally:
         m.stop()

@@ -16,7 +16,6 @@ from koordinator.runtime.errors import AlreadyExists, ApiError, NotFound
 from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.manager.webhooks import InformerListers, StaticListers
 from koordinator_roles.manager.local import ensure_webhooks
-from koordinator_roles.manager.webhook_configuration import MUTATING_NAME, VALIDATING_NAME
 from koordinator_roles.manager.webhooks.elasticquota import ElasticQuotaMutatingHandler, ElasticQuotaValidatingHandler
 from tests.manager_harness import InProcessManager
 from tests.waiting import wait_until
@@ -337,13 +336,7 @@ def webhook_manager(crd_server, crd_client, tmp_path_factory):
     m = InProcessManager(crd_server.kubeconfig, tmp_path_factory.mktemp("certs"), "--controllers=-noderesource",
                          webhook_port=port).start()
     try:
-        wait_until(lambda: all(w["clientConfig"].get("caBundle")
-                               for kind, name in (("MutatingWebhookConfiguration", MUTATING_NAME),
-                                                  ("ValidatingWebhookConfiguration", VALIDATING_NAME))
-                               for w in crd_client.get(kind, name)["webhooks"]),
-                   message="the manager injects its CA into every webhook")
-        wait_until(lambda: m.runtime.informers.wait_for_sync(0) and m.webhook_ready() is None,
-                   message="webhook server ready")
+        m.wait_for_webhooks(crd_client)
         yield m
     finally:
         m.stop()
