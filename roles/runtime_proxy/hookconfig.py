@@ -23,26 +23,15 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from koordinator.apis.runtimehooks import (FAIL, HOOK_TYPES, IGNORE, KEY_FAILURE_POLICY, KEY_REMOTE_ENDPOINT,
+                                           KEY_RUNTIME_HOOKS)
 from koordinator.runtime.dirwatch import DirectoryWatch
+from koordinator.runtime.grpcserver import socket_path
 
 log = logging.getLogger("koordinator.runtime_proxy.hooks")
 
-FAIL = "Fail"
-IGNORE = "Ignore"
 POLICIES = (FAIL, IGNORE, "")
-
-#: Hook type -> (CRI method, stage). PreRemoveRunPodSandbox exists in the API but no CRI call fires it.
-HOOK_TYPES: dict[str, tuple[str, str]] = {
-    "PreRunPodSandbox": ("RunPodSandbox", "Pre"),
-    "PostStopPodSandbox": ("StopPodSandbox", "Post"),
-    "PreCreateContainer": ("CreateContainer", "Pre"),
-    "PreStartContainer": ("StartContainer", "Pre"),
-    "PostStartContainer": ("StartContainer", "Post"),
-    "PreUpdateContainerResources": ("UpdateContainerResources", "Pre"),
-    "PostStopContainer": ("StopContainer", "Post"),
-    "PreRemoveRunPodSandbox": ("", "Pre"),
-}
-_KEYS = ("remote-endpoint", "failure-policy", "runtime-hooks")
+_KEYS = (KEY_REMOTE_ENDPOINT, KEY_FAILURE_POLICY, KEY_RUNTIME_HOOKS)
 
 
 class RegistrationError(ValueError):
@@ -75,18 +64,16 @@ def parse(name: str, text: str) -> HookServer:
         raise RegistrationError(f"{name}: not JSON: {err}") from None
     if not isinstance(doc, dict):
         raise RegistrationError(f"{name}: want a JSON object, got {type(doc).__name__}")
-    endpoint = doc.get("remote-endpoint")
+    endpoint = doc.get(KEY_REMOTE_ENDPOINT)
     if not isinstance(endpoint, str) or not endpoint.strip():
         raise RegistrationError(f"{name}: remote-endpoint: {endpoint!r}: want the hook server's unix socket path")
-    endpoint = endpoint.strip()
-    if endpoint.startswith("unix://"):
-        endpoint = endpoint[len("unix://"):]
+    endpoint = socket_path(endpoint.strip())
     if not endpoint.startswith("/"):
         raise RegistrationError(f"{name}: remote-endpoint: {endpoint!r}: want an absolute unix socket path")
-    policy = doc.get("failure-policy", "")
+    policy = doc.get(KEY_FAILURE_POLICY, "")
     if policy not in POLICIES:
         raise RegistrationError(f"{name}: failure-policy: {policy!r}: want Fail or Ignore")
-    hooks = doc.get("runtime-hooks")
+    hooks = doc.get(KEY_RUNTIME_HOOKS)
     if not isinstance(hooks, list) or not all(isinstance(h, str) for h in hooks):
         raise RegistrationError(f"{name}: runtime-hooks: {hooks!r}: want a list of hook types")
     for index, hook in enumerate(hooks):

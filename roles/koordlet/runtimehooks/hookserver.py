@@ -32,14 +32,13 @@ from typing import Any
 import grpc
 
 from koordinator.apis.extension import KUBE_BEST_EFFORT, KUBE_BURSTABLE, KUBE_GUARANTEED
+from koordinator.apis.runtimehooks import (FAIL, HOOK_TYPES, IGNORE, KEY_FAILURE_POLICY, KEY_REMOTE_ENDPOINT,
+                                           KEY_RUNTIME_HOOKS)
 from koordinator.grpcapi.runtime.v1alpha1 import api_pb2 as hookapi
 from koordinator.grpcapi.runtime.v1alpha1 import api_pb2_grpc as hookgrpc
 from koordinator.runtime.grpcserver import serve_unix, stop_server
-from koordinator_roles.koordlet.runtimehooks.hooks import (POST_START_CONTAINER, POST_STOP_CONTAINER,
-                                                          POST_STOP_POD_SANDBOX, PRE_CREATE_CONTAINER,
-                                                          PRE_REMOVE_RUN_POD_SANDBOX, PRE_RUN_POD_SANDBOX,
-                                                          PRE_START_CONTAINER, PRE_UPDATE_CONTAINER_RESOURCES,
-                                                          HookPlugin)
+from koordinator_roles.koordlet.runtimehooks.hooks import (PRE_CREATE_CONTAINER, PRE_RUN_POD_SANDBOX,
+                                                          PRE_UPDATE_CONTAINER_RESOURCES, HookPlugin)
 from koordinator_roles.koordlet.runtimehooks.protocol import (ContainerRequest, HookError, HookResponse, PodRequest,
                                                              Resources)
 from koordinator_roles.koordlet.runtimehooks.reconciler import cgroup_updates
@@ -47,11 +46,8 @@ from koordinator_roles.koordlet.runtimehooks.reconciler import cgroup_updates
 log = logging.getLogger("koordinator.koordlet.runtimehooks.server")
 
 #: Every stage, in Koordinator's order (the order of the registration file's list).
-STAGES = (PRE_RUN_POD_SANDBOX, POST_STOP_POD_SANDBOX, PRE_CREATE_CONTAINER, PRE_START_CONTAINER,
-          POST_START_CONTAINER, PRE_UPDATE_CONTAINER_RESOURCES, POST_STOP_CONTAINER, PRE_REMOVE_RUN_POD_SANDBOX)
+STAGES = HOOK_TYPES
 REGISTRATION_FILE = "koordlet.json"
-FAIL = "Fail"
-IGNORE = "Ignore"
 OWNER = "RuntimeHooks"
 
 
@@ -85,7 +81,7 @@ def stages_served(plugins: list[HookPlugin], disabled: list[str]) -> list[str]:
 
 def registration(endpoint: str, failure_policy: str, stages: list[str]) -> dict[str, Any]:
     """The ``koordlet.json`` document."""
-    return {"remote-endpoint": endpoint, "failure-policy": failure_policy, "runtime-hooks": stages}
+    return {KEY_REMOTE_ENDPOINT: endpoint, KEY_FAILURE_POLICY: failure_policy, KEY_RUNTIME_HOOKS: stages}
 
 
 def _resources(res: hookapi.LinuxContainerResources) -> Resources:

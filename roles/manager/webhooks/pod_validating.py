@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from koordinator.apis import extension, quantity
+from koordinator.apis import extension, gang, quantity
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
 from koordinator_roles.manager.webhooks import _request as rq
 from koordinator_roles.manager.webhooks import fielderrors as fe
@@ -41,9 +41,9 @@ GATE_SKIP_VALIDATING_PRIORITY = "ColocationProfileSkipValidatingPriority"
 
 # (metadata field, key) of the gang member counts the coscheduling plugin reads as integers.
 GANG_INTEGER_KEYS = (
-    ("annotations", "gang.scheduling.koordinator.sh/min-available"),
-    ("annotations", "gang.scheduling.koordinator.sh/total-number"),
-    ("labels", "pod-group.scheduling.sigs.k8s.io/min-available"),
+    ("annotations", gang.ANNOTATION_MIN),
+    ("annotations", gang.ANNOTATION_TOTAL),
+    ("labels", gang.LABEL_LIGHTWEIGHT_MIN),
 )
 _INT32_MAX = 2**31 - 1
 

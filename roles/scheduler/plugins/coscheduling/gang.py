@@ -17,25 +17,14 @@ from typing import Any, Mapping
 
 from koordinator.apis.goduration import parse_go_duration
 from koordinator.apis.timestamps import parse_time
+from koordinator.apis.gang import (ANNOTATION_GROUPS, ANNOTATION_MATCH_POLICY, ANNOTATION_MIN, ANNOTATION_MODE,
+                                   ANNOTATION_NAME, ANNOTATION_TOTAL, ANNOTATION_WAITING_TIME, LABEL_LIGHTWEIGHT_MIN,
+                                   LABEL_LIGHTWEIGHT_NAME, LABEL_MATCH_POLICY, LABEL_POD_GROUP)
 from koordinator_roles.scheduler.plugins.coscheduling.args import MATCH_POLICIES, CoschedulingArgs
 
 log = logging.getLogger("koordinator.scheduler.coscheduling")
 
 Obj = dict[str, Any]
-
-# Labels and annotations (apis/extension and scheduler-plugins).
-LABEL_POD_GROUP = "pod-group.scheduling.sigs.k8s.io"
-LABEL_LIGHTWEIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
-LABEL_LIGHTWEIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-LABEL_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
-GANG_PREFIX = "gang.scheduling.koordinator.sh/"
-ANNOTATION_NAME = GANG_PREFIX + "name"
-ANNOTATION_MIN = GANG_PREFIX + "min-available"
-ANNOTATION_TOTAL = GANG_PREFIX + "total-number"
-ANNOTATION_MODE = GANG_PREFIX + "mode"
-ANNOTATION_WAITING_TIME = GANG_PREFIX + "waiting-time"
-ANNOTATION_GROUPS = GANG_PREFIX + "groups"
-ANNOTATION_MATCH_POLICY = GANG_PREFIX + "match-policy"
 
 MODE_STRICT = "Strict"
 MODE_NON_STRICT = "NonStrict"

@@ -397,8 +397,7 @@ class GroupQuotaManager:
             info.allocated = dict(info.used)
             if name != q.ROOT_QUOTA:
                 info.guaranteed = {k: max(info.auto_scale_min.get(k, 0), info.used.get(k, 0)) for k in info.max}
-                parent = info.parent if info.parent in self.quotas else q.ROOT_QUOTA
-                name = q.ROOT_QUOTA if parent in SPECIAL_QUOTAS or parent == name else parent
+                name = self._parent_of(name)
             else:
                 name = None
 
@@ -473,15 +472,19 @@ class GroupQuotaManager:
             self._refresh_locked()
             self._refreshed = self.version
 
+    def _parent_of(self, name: str) -> str:
+        """The quota's parent in the tree: the root for a missing, special or self-naming parent."""
+        parent = self.quotas[name].parent
+        if parent not in self.quotas or parent in SPECIAL_QUOTAS or parent == name:
+            return q.ROOT_QUOTA
+        return parent
+
     def _tree_children(self) -> dict[str, list[str]]:
         children: dict[str, list[str]] = {name: [] for name in self.quotas}
-        for name, info in self.quotas.items():
+        for name in self.quotas:
             if name in (q.ROOT_QUOTA, *SPECIAL_QUOTAS):
                 continue
-            parent = info.parent if info.parent in self.quotas else q.ROOT_QUOTA
-            if parent in SPECIAL_QUOTAS or parent == name:
-                parent = q.ROOT_QUOTA
-            children[parent].append(name)
+            children[self._parent_of(name)].append(name)
         for v in children.values():
             v.sort()
         return children
