@@ -58,6 +58,7 @@ from typing import Any, TextIO
 
 import koordinator_roles as roles
 from koordinator.runtime.options import NODE_ROLES, parse_duration, parse_feature_gates, port
+from koordinator.sim.command import gpu_count
 from koordinator_roles import LocalContext, LocalSetup, SimulatedNode
 
 log = logging.getLogger("koordinator.local")
@@ -110,6 +111,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="cgroup hierarchy of the simulated nodes")
     p.add_argument("--cgroup-driver", choices=("systemd", "cgroupfs"), default="systemd",
                    help="cgroup driver (directory naming) of the simulated nodes")
+    p.add_argument("--gpus-per-node", type=gpu_count, default=0, metavar="N",
+                   help="simulated NVIDIA GPUs on every simulated node (a Device object, GPU labels, nvidia.com/gpu; "
+                        "the Node annotation sim.koordinator.sh/gpus overrides it per node)")
     p.add_argument("--koordlet-feature-gates", type=_feature_gates, default="", metavar="A=true,B=false",
                    help="passed to every koordlet as its --feature-gates (e.g. MemoryEvict=true, CPUEvict=true: "
                         "the eviction gates are off by default, as in Koordinator)")
@@ -128,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     config = LocalConfig(data_dir=Path(args.data_dir).absolute(), nodes=args.nodes, port=args.port,
                          log_level=args.log_level, shutdown_timeout=args.shutdown_timeout,
                          ready_timeout=args.ready_timeout, cgroup_version=args.cgroup_version,
-                         cgroup_driver=args.cgroup_driver,
+                         cgroup_driver=args.cgroup_driver, gpus_per_node=args.gpus_per_node,
                          feature_gates={"koordlet": args.koordlet_feature_gates} if args.koordlet_feature_gates else {})
     return LocalCluster(config).run()
 
@@ -500,6 +504,7 @@ class LocalConfig:
     apiserver_start_timeout: float = 60.0
     cgroup_version: int = 2
     cgroup_driver: str = "systemd"
+    gpus_per_node: int = 0
     simulator_start_timeout: float = 30.0
     # Run `koordinator controllers` too (tests of local's wiring with stand-in roles leave it out).
     controllers: bool = True
@@ -691,6 +696,10 @@ class LocalCluster:
         argv = [*self.config.command, "simulate-nodes", "--kubeconfig", str(self.kubeconfig),
                 "--root", str(self.nodes_dir), "--nodes", ",".join(self.node_names),
                 "--cgroup-version", str(self.config.cgroup_version), "--cgroup-driver", self.config.cgroup_driver,
+                "--gpus-per-node", str(self.config.gpus_per_node),
+                # Where each node's koordlet registers its hook server (roles/koordlet/local.py): the
+                # simulated runtime calls it as koord-runtime-proxy would.
+                "--hook-server-config-dir", str(self.data_dir / "koordlet" / "{node}" / "hookserver.d"),
                 "--log-level", self.config.log_level]
         self.simulator = ChildProcess(SIMULATOR, argv, self.data_dir / "logs" / f"{SIMULATOR}.log",
                                       on_line=self._simulator_line)

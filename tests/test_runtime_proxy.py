@@ -57,6 +57,8 @@ def koordlet(crd_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
     k = InProcessKoordlet(crd_server.kubeconfig, NODE, None, run, "--cgroup-driver=cgroupfs",
                           "--runtime-hooks-addr", f"{sock_dir}/koordlet.sock",
                           "--runtime-hooks-config-path", str(run / "hookserver.d"),
+                          # GPUEnvInject only touches pods with GPUs (device-allocated annotation).
+                          "--feature-gates=GPUEnvInject=true",
                           "--enable-node-metric-report=false").start()
     try:
         wait_until(lambda: k.parts.states.has_synced(), message="the koordlet's states synced")
@@ -205,6 +207,20 @@ def test_an_ls_container_gets_the_cpuset_the_scheduler_bound(containerd, koordle
     assert resources["cpu"]["shares"] == 1024 and resources["memory"]["limit"] == 128 * MiB
     proxy.cri.StartContainer(cri.StartContainerRequest(container_id=container_id), timeout=60)
     assert read(CGROUP / "cpuset" / parent.lstrip("/") / container_id / "cpuset.cpus") == "0"
+
+
+def test_a_container_of_a_pod_with_gpus_sees_them(containerd, koordlet, proxies, hook_dir):  # noqa: F811
+    proxy = proxies(hook_dir)
+    register(hook_dir, koordlet, proxy)
+    allocated = json.dumps({"gpu": [{"minor": 2, "resources": {"koordinator.sh/gpu-core": "100"}},
+                                    {"minor": 0, "resources": {"koordinator.sh/gpu-core": "100"}}]})
+    sandbox_id, config, _ = run_pod(proxy, containerd, "burstable", labels={QOS: "LS"},
+                                    annotations={"scheduling.koordinator.sh/device-allocated": allocated})
+    container_id = create(proxy, sandbox_id, config, cri.LinuxContainerResources(cpu_shares=512), envs={"A": "1"})
+    env = runtime_spec(containerd.address, container_id)["process"]["env"]
+    assert "NVIDIA_VISIBLE_DEVICES=2,0" in env and "A=1" in env
+    proxy.cri.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=60)
+    proxy.cri.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=60)
 
 
 def test_a_pod_with_the_skip_label_goes_through_unchanged(containerd, koordlet, proxies, hook_dir):  # noqa: F811

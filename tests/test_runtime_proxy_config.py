@@ -20,7 +20,7 @@ from koordinator_roles.koordlet.runtimehooks.hookserver import cgroup_dir, kube_
 from koordinator_roles.koordlet.runtimehooks import enabled_plugins
 from koordinator_roles.runtime_proxy.hookconfig import HookRegistry, RegistrationError, parse
 from koordinator_roles.runtime_proxy.interceptor import _set_envs
-from koordinator_roles.runtime_proxy.resources import merge_response, merge_update, to_cri, to_hook
+from koordinator.grpcapi.runtime.resources import merge_response, merge_update, to_cri, to_hook
 from tests.waiting import wait_until
 
 KOORDLET_JSON = {"remote-endpoint": "/var/run/koordlet/koordlet.sock", "failure-policy": "Ignore",

@@ -65,25 +65,31 @@ def test_default_configuration():
     assert p.scheduler_name == "koord-scheduler" and p.index == 0 and cfg.profile("koord-scheduler") is p
     impl = c.known_implements
     assert names(p.plugins_at("queueSort", impl)) == ["PrioritySort"]
-    assert names(p.plugins_at("bind", impl)) == ["DefaultBinder"]
+    # Reservation binds reserve pods (Skip for others) ahead of DefaultBinder, as Koordinator requires.
+    assert names(p.plugins_at("bind", impl)) == ["Reservation", "DefaultBinder"]
     assert names(p.plugins_at("filter", impl)) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-        "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling"]
+        "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
+        "Reservation"]
     assert [(r.name, r.weight) for r in p.plugins_at("score", impl)] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("PodTopologySpread", 2),
         ("InterPodAffinity", 2), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
-        ("LoadAwareScheduling", 1), ("Coscheduling", 1)]
-    assert names(p.plugins_at("reserve", impl)) == ["LoadAwareScheduling", "Coscheduling", "ElasticQuota"]
-    assert names(p.plugins_at("preBind", impl)) == ["Coscheduling", "DefaultPreBind"]
+        ("LoadAwareScheduling", 1), ("NodeNUMAResource", 1), ("DeviceShare", 1), ("Reservation", 5000),
+        ("Coscheduling", 1)]
+    assert names(p.plugins_at("reserve", impl)) == ["LoadAwareScheduling", "NodeNUMAResource", "DeviceShare",
+                                                     "Reservation", "Coscheduling", "ElasticQuota"]
+    assert names(p.plugins_at("preBind", impl)) == ["NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling",
+                                                     "DefaultPreBind"]
     assert names(p.plugins_at("postFilter", impl)) == ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
-    assert names(p.plugins_at("preFilter", impl))[-2:] == ["Coscheduling", "ElasticQuota"]
+    assert names(p.plugins_at("preFilter", impl))[-6:] == ["SchedulingHint", "Reservation", "NodeNUMAResource",
+                                                            "DeviceShare", "Coscheduling", "ElasticQuota"]
     for point in ("preEnqueue", "permit", "postBind"):
         assert "Coscheduling" in names(p.plugins_at(point, impl)), point
     # Volume plugins this build lacks are left out of the defaults without an error.
     assert not {"VolumeBinding", "VolumeZone", "DynamicResources"} & set(p.all_plugin_names())
     # Args for every plugin with an args schema, though pluginConfig is empty.
     assert set(p.plugin_args) == {"NodeResourcesFit", "DefaultPreemption", "LoadAwareScheduling", "Coscheduling",
-                                  "ElasticQuota"}
+                                  "ElasticQuota", "NodeNUMAResource", "Reservation", "DeviceShare", "SchedulingHint"}
     assert p.plugin_args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}
     assert p.plugin_args["NodeResourcesFit"]["scoringStrategy"] == {
         "type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}

@@ -195,9 +195,9 @@ def test_role_process_schedules_with_a_mounted_config(fresh_crd_server, schedule
 
 @pytest.mark.parametrize("config, expected", [
     ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-     "profiles:\n- schedulerName: koord-scheduler\n  plugins: {filter: {enabled: [{name: Reservation}]}}\n",
-     "profiles[0].plugins.filter.enabled[0].name: Unsupported value: \"Reservation\": Koordinator plugin "
-     "Reservation is not implemented in this build yet"),
+     "profiles:\n- schedulerName: koord-scheduler\n  plugins: {filter: {enabled: [{name: VolumeBinding}]}}\n",
+     "profiles[0].plugins.filter.enabled[0].name: Unsupported value: \"VolumeBinding\": kube-scheduler plugin "
+     "VolumeBinding is not implemented in this build yet"),
     ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
      "profiles:\n- schedulerName: koord-scheduler\n  pluginConfig:\n  - name: LoadAwareScheduling\n"
      "    args: {usageThresholds: {cpu: 120}}\n",
@@ -232,7 +232,8 @@ def test_shipped_configmap_is_a_working_configuration(tmp_path):
     assert config.leader_election["resourceName"] == "koord-scheduler"
     fwk = Framework(config.profiles[0], in_tree_registry(), PluginHandle())
     assert "LoadAwareScheduling" in [p.name for p in fwk.points["score"]]
-    assert [p.name for p in fwk.points["bind"]] == ["DefaultBinder"]
+    assert [p.name for p in fwk.points["bind"]] == ["Reservation", "DefaultBinder"]
+    assert {"Reservation", "NodeNUMAResource", "DeviceShare", "SchedulingHint"} <= set(fwk.plugins)
     # As Koordinator ships it: load filtering off (thresholds 0), load scoring on.
     assert fwk.plugin("LoadAwareScheduling").args.usage_thresholds == {"cpu": 0, "memory": 0}
 

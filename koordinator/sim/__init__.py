@@ -14,6 +14,21 @@ only the roots differ (``--proc-root``, ``--sys-root``, ``--cgroup-root``)::
     <root>/<node>/sys/devices/system/node/nodeN/{cpulist,meminfo,hugepages/hugepages-*kB/nr_hugepages}
     <root>/<node>/cgroup/...                 cgroup v2 (default) or v1 (cpu/, cpuacct/, cpuset/, memory/)
 
+With GPUs (``--gpus-per-node N`` or the Node annotation ``sim.koordinator.sh/gpus: "N"``; see
+:mod:`koordinator.sim.gpus`) the tree also holds what an NVIDIA host shows, and the simulator keeps the
+node's ``Device`` object, its GPU labels and ``nvidia.com/gpu``::
+
+    <root>/<node>/sys/bus/pci/devices/<busID>  -> the device dir: vendor 0x10de, class 0x030200, numa_node, ...
+    <root>/<node>/proc/driver/nvidia/gpus/<busID>/information   Model, GPU UUID, Bus Location, Device Minor
+    <root>/<node>/dev/nvidia<minor>
+
+With a hook-server registration directory (``--hook-server-config-dir``, ``{node}`` for the node name;
+``koordinator local`` passes each koordlet's) the stand-in runtime calls the registered hook servers'
+``PreRunPodSandbox`` and ``PreCreateContainer`` before it creates a pod's cgroups, as koord-runtime-proxy
+would, and applies their answers (see :mod:`koordinator.sim.hooks`); each container's environment is in::
+
+    <root>/<node>/containers/<container id>/environ     KEY=VALUE entries ended by NUL, as /proc/<pid>/environ
+
 The cgroup hierarchy is the kubelet's: ``kubepods.slice`` (systemd driver, default) or
 ``kubepods`` (cgroupfs), QoS directories for Burstable and BestEffort, a directory per pod and one
 per container (``cri-containerd-<id>.scope`` / ``<id>``), with ``cpu.stat``, ``memory.current``,
@@ -36,6 +51,7 @@ the default and a Warning event ``InvalidSimulationProfile`` naming the annotati
 
 Modules: :mod:`~koordinator.sim.tree` (the file formats and atomic writes),
 :mod:`~koordinator.sim.profiles` (annotations → usage), :mod:`~koordinator.sim.simulator` (the
-kubelet and the counters), :mod:`~koordinator.sim.command` (the subcommand). This package imports
+kubelet and the counters), :mod:`~koordinator.sim.gpus` (simulated GPUs), :mod:`~koordinator.sim.hooks`
+(the runtime's hook calls), :mod:`~koordinator.sim.command` (the subcommand). This package imports
 no role.
 """

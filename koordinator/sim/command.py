@@ -45,6 +45,19 @@ def tick_interval(value: str) -> float:
     return seconds
 
 
+def gpu_count(value: str) -> int:
+    """``--gpus-per-node``: 0-16 (each simulated GPU needs a PCI bus number of its own)."""
+    from koordinator.sim.gpus import MAX_GPUS
+
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid GPU count {value!r}: not an integer") from None
+    if not 0 <= n <= MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"invalid GPU count {n}: must be 0-{MAX_GPUS}")
+    return n
+
+
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``simulate-nodes`` to the ``koordinator`` parser."""
     p = sub.add_parser(
@@ -65,6 +78,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="how the kubelet names cgroup directories")
     p.add_argument("--tick", type=tick_interval, default="1s", metavar="DURATION",
                    help="how often counters advance and files are rewritten (1s, 500ms, or seconds)")
+    p.add_argument("--gpus-per-node", type=gpu_count, default=0, metavar="N",
+                   help="simulated NVIDIA GPUs per node (sysfs, /proc/driver/nvidia, the Device object, GPU labels, "
+                        "nvidia.com/gpu); the Node annotation sim.koordinator.sh/gpus overrides it per node")
+    p.add_argument("--hook-server-config-dir", default=None, metavar="DIR",
+                   help="where each node's runtime hook servers register (koord-runtime-proxy's "
+                        "--hook-server-config-dir; {node} stands for the node name): the simulated runtime calls "
+                        "their PreRunPodSandbox and PreCreateContainer hooks before it starts a pod")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -90,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         informers = InformerFactory(client)
         try:
             sim = NodeSimulator(client, informers, args.root, args.nodes, cgroup_version=args.cgroup_version,
-                                cgroup_driver=args.cgroup_driver, interval=args.tick)
+                                cgroup_driver=args.cgroup_driver, interval=args.tick,
+                                gpus_per_node=args.gpus_per_node, hook_config_dir=args.hook_server_config_dir)
             sim.start()
         except (TreeError, ValueError, OSError) as err:
             sys.stderr.write(f"{PROG}: error: {err}\n")

@@ -15,7 +15,11 @@ For each node name it is given, the simulator
 * on every tick advances each running container's CPU counters by its usage × elapsed time
   (and throttling when its profile wants more than its limit), sets its memory files, and
   rewrites the node's ``/proc/stat``, ``/proc/meminfo`` and NUMA ``meminfo`` as the pods plus the
-  node's system usage (:mod:`koordinator.sim.profiles`).
+  node's system usage (:mod:`koordinator.sim.profiles`);
+* with ``gpus_per_node`` (or the Node annotation ``sim.koordinator.sh/gpus``) gives the node fake NVIDIA
+  GPUs: files in its tree, its ``Device``, GPU labels and ``nvidia.com/gpu`` (:mod:`koordinator.sim.gpus`);
+* with ``hook_config_dir`` calls the node's registered runtime hook servers before it creates a pod's
+  cgroups, as koord-runtime-proxy would, and applies their answers (:mod:`koordinator.sim.hooks`).
 
 Pod events only wake the simulator: it works level-triggered from the informer cache, so a
 missed or repeated event changes nothing. API writes that fail are retried at the next sync.
@@ -41,10 +45,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from koordinator.apis.extension import kube_qos_class
-from koordinator.runtime.errors import ApiError, Conflict, NotFound
+from koordinator.grpcapi.runtime.v1alpha1 import api_pb2 as hookapi
+from koordinator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
 from koordinator.runtime.events import WARNING, EventRecorder
 from koordinator.runtime.informer import DeletedFinalStateUnknown
-from koordinator.sim import limits, profiles, tree
+from koordinator.sim import gpus, limits, profiles, tree
+from koordinator.sim.hooks import Applied, HookCaller, format_environ
 from koordinator.sim.limits import LimitReader
 from koordinator.sim.profiles import PodProfile, ProfileError, SystemProfile, UsageModel
 from koordinator.sim.tree import CgroupStats, CpuTimes, Memory, NodeTree, Topology
@@ -61,6 +67,9 @@ USER_SHARE = (4, 5)  # user part of CPU time: 4/5
 PERIOD_NS = tree.CFS_PERIOD_US * 1000
 OOM_EXIT_CODE = 137  # SIGKILL, as the runtime reports an OOM-killed container
 BACKOFF_S, MAX_BACKOFF_S = 10.0, 300.0  # the kubelet's crash-loop back-off
+#: Node annotation: how many simulated GPUs the node has (overrides ``gpus_per_node``).
+ANNOTATION_GPUS = profiles.PREFIX + "gpus"
+DEVICE_RECHECK_S = 60.0  # how often a GPU node's Device is read back (someone may have changed or deleted it)
 
 
 def container_id(pod_uid: str, container: str, runtime: str = "containerd", restarts: int = 0) -> str:
@@ -143,6 +152,7 @@ class _Container:
     restart_at: float = 0.0
     last_terminated: Obj | None = None  # status lastState.terminated
     terminated: Obj | None = None  # status state.terminated, when it stays dead
+    spec_envs: dict[str, str] = field(default_factory=dict)  # the spec's literal env (hook requests)
 
 
 @dataclass
@@ -162,6 +172,7 @@ class _Pod:
     pending: str | None = None  # a status write still to do: "running" or "succeeded"
     exit_code: int = 0  # how the containers exit when ``end`` comes (not 0: the pod Fails)
     restart_policy: str = "Always"
+    sandbox: Any = None  # the PodSandboxHookRequest after the hooks (None: the node has no hook servers)
 
 
 @dataclass
@@ -182,6 +193,12 @@ class _Node:
     busy: list[int] = field(default_factory=list)  # per-CPU busy ns (pods and system)
     turn: int = 0  # rotates where per-CPU remainders land
     sorted_sets: dict[frozenset, tuple[list[int], str]] = field(default_factory=dict)
+    hooks: HookCaller | None = None  # the node's registered hook servers (None: no registration directory)
+    gpu_files: int | None = None  # GPUs whose files are written
+    gpu_device: int | None = None  # GPUs the Device object lists (as last written or read back)
+    gpu_checked: float = 0.0  # when the Device was last written or read back (monotonic)
+    gpu_raw: Any = None  # the Node's GPU annotation last parsed
+    gpu_count: int = 0
 
 
 def _sim_annotations(pod: Obj) -> tuple:
@@ -196,12 +213,14 @@ class NodeSimulator:
     (a sync whenever a pod of these nodes changes, a full :meth:`tick` every ``interval`` seconds);
     :meth:`stop` joins it. The informers themselves belong to ``informers`` (start them too).
     ``clock`` (unix seconds) drives every figure, so tests that inject one and call :meth:`tick`
-    get exact numbers.
+    get exact numbers. ``gpus_per_node`` (0-16) simulated GPUs per node; ``hook_config_dir`` the
+    hook-server registration directory of each node, ``{node}`` standing for its name (None: no hooks).
     """
 
     def __init__(self, client: Any, informers: Any, root: str | Path, nodes: Iterable[str], *,
                  cgroup_version: int = 2, cgroup_driver: str = tree.SYSTEMD, interval: float = 1.0,
-                 clock: Callable[[], float] = time.time, recorder: Any = None) -> None:
+                 clock: Callable[[], float] = time.time, recorder: Any = None, gpus_per_node: int = 0,
+                 hook_config_dir: str | None = None) -> None:
         names = [n for n in nodes]
         if not names:
             raise ValueError("no nodes to simulate")
@@ -214,6 +233,11 @@ class NodeSimulator:
             raise ValueError(f"cgroup driver {cgroup_driver!r}: must be systemd or cgroupfs")
         if interval <= 0:
             raise ValueError(f"tick interval {interval}: must be positive")
+        if not 0 <= gpus_per_node <= gpus.MAX_GPUS:
+            raise ValueError(f"GPUs per node {gpus_per_node}: must be 0-{gpus.MAX_GPUS}")
+        if hook_config_dir is not None and len(names) > 1 and "{node}" not in hook_config_dir:
+            raise ValueError(f"hook server config dir {hook_config_dir!r}: must contain {{node}} (one directory "
+                             "per simulated node)")
         for name in names:  # fails early on a name that cannot be a directory
             NodeTree(root, name, Topology(), 0, cgroup_version=cgroup_version, driver=cgroup_driver)
         self.client = client
@@ -223,6 +247,8 @@ class NodeSimulator:
         self.cgroup_driver = cgroup_driver
         self.interval = interval
         self.clock = clock
+        self.gpus_per_node = gpus_per_node
+        self.hook_config_dir = hook_config_dir
         self._pod_informer = informers.informer("Pod")
         self._node_informer = informers.informer("Node")
         self._own_recorder = recorder is None
@@ -263,7 +289,13 @@ class NodeSimulator:
             self._thread.join(timeout)
         if self._own_recorder:
             self.recorder.stop(max(0.0, deadline - time.monotonic()))
-        return self._thread is None or not self._thread.is_alive()
+        stopped = self._thread is None or not self._thread.is_alive()
+        if stopped:
+            with self._lock:
+                for node in self._nodes.values():
+                    if node.hooks is not None:
+                        node.hooks.close()
+        return stopped
 
     def has_synced(self) -> bool:
         """Every node's tree exists (the informers had synced)."""
@@ -344,6 +376,7 @@ class NodeSimulator:
                 if node is None:
                     node = self._nodes[name] = self._create_node(name, now)
                 self._refresh_system(node)
+                self._sync_gpus(node)
                 self._sync_node(node, now)
             self._synced.set()
 
@@ -372,6 +405,8 @@ class NodeSimulator:
         node.root = _Counters(CgroupStats(cpus=t.all_cpus, mems=t.all_mems, cpu_shares=cpus * 1024,
                                           percpu=self._percpu(t)))
         node.qos[tree.BEST_EFFORT].stats.cpu_shares = 2
+        if self.hook_config_dir is not None:
+            node.hooks = HookCaller(self.hook_config_dir.replace("{node}", name))
         log.info("node %s: %d CPUs (%d sockets, %d NUMA nodes), %d MiB, cgroup v%d/%s under %s", name, cpus,
                  t.topology.sockets, t.topology.numa_nodes, memory >> 20, self.cgroup_version, self.cgroup_driver,
                  t.base)
@@ -392,6 +427,99 @@ class NodeSimulator:
             ref = {"kind": "Node", "apiVersion": "v1", "name": node.name,
                    "uid": ((obj or {}).get("metadata") or {}).get("uid")}
             self._invalid(("node", node.name, raw), ref, error)
+
+    # -- GPUs (the device daemon and the NVIDIA device plugin's part) ----------------------------
+
+    def _gpu_count(self, node: _Node, obj: Obj | None) -> int:
+        """The node's GPU count: its ``sim.koordinator.sh/gpus`` annotation, else ``gpus_per_node``; a bad
+        annotation gives the default and a Warning event naming it."""
+        raw = (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_GPUS)
+        if raw == node.gpu_raw and node.gpu_files is not None:
+            return node.gpu_count
+        node.gpu_raw, count = raw, self.gpus_per_node
+        if raw is not None:
+            text = str(raw).strip()
+            if text.isdigit() and int(text) <= gpus.MAX_GPUS:
+                count = int(text)
+            else:
+                ref = {"kind": "Node", "apiVersion": "v1", "name": node.name,
+                       "uid": ((obj or {}).get("metadata") or {}).get("uid")}
+                self._invalid(("node", node.name, ANNOTATION_GPUS, raw), ref,
+                              ProfileError(ANNOTATION_GPUS, str(raw), f"want a GPU count 0-{gpus.MAX_GPUS}; "
+                                                                     f"simulating {count}"))
+        node.gpu_count = count
+        return count
+
+    def _sync_gpus(self, node: _Node) -> None:
+        """The node's GPU files, its Device, its GPU labels and ``nvidia.com/gpu`` as its GPU count says."""
+        obj = self._node_informer.store.get(node.name)
+        count = self._gpu_count(node, obj)
+        if node.gpu_files != count:
+            gpus.write_files(node.tree, gpus.simulated_gpus(node.name, count, node.tree.topology.numa_nodes))
+            node.gpu_files = count
+            log.info("node %s: %d simulated GPU(s)", node.name, count)
+        if obj is None:
+            return  # no Node (yet): nothing to label or own the Device
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        changed = {k: v for k, v in gpus.node_labels(count).items() if labels.get(k) != v}
+        try:
+            if changed:
+                self.client.patch("Node", node.name, {"metadata": {"labels": changed}})
+            status = gpus.node_status_patch(obj, count)
+            if status is not None:
+                self.client.patch("Node", node.name, {"status": status}, subresource="status")
+        except ApiError as err:
+            self._report_once(("gpu-node", node.name, type(err).__name__), logging.WARNING,
+                              "node %s: cannot write its GPU labels or nvidia.com/gpu (will retry): %s", node.name,
+                              err)
+        if node.gpu_device == count and (count == 0 or time.monotonic() - node.gpu_checked < DEVICE_RECHECK_S):
+            return  # without GPUs, checked once (a Device of ours left from a run with GPUs is deleted)
+        try:
+            if not self._write_device(node, obj, gpus.simulated_gpus(node.name, count,
+                                                                     node.tree.topology.numa_nodes)):
+                return
+        except ApiError as err:
+            self._report_once(("gpu-device", node.name, type(err).__name__), logging.WARNING,
+                              "node %s: cannot write its Device (will retry): %s", node.name, err)
+            return
+        node.gpu_device, node.gpu_checked = count, time.monotonic()
+
+    def _write_device(self, node: _Node, obj: Obj, devices: list[gpus.SimGPU]) -> bool:
+        """Create, update or (no GPUs left) delete the node's Device; one written by someone else (a
+        koordlet that found real GPUs) is left alone. True when the Device is as wanted (or not ours)."""
+        try:
+            current = self.client.get("Device", node.name)
+        except NotFound:
+            current = None
+        if current is not None and not gpus.is_ours(current):
+            self._report_once(("gpu-foreign", node.name), logging.WARNING,
+                              "node %s: its Device was not written by the simulator; left alone", node.name)
+            return True
+        if not devices:
+            if current is not None:
+                try:
+                    self.client.delete("Device", node.name)
+                except NotFound:
+                    pass
+            return True
+        desired = gpus.device_object(obj, devices)
+        if current is None:
+            try:
+                self.client.create(desired)
+            except AlreadyExists:
+                return False  # created meanwhile: read it back at the next sync
+            return True
+        if (current.get("spec") == desired["spec"]
+                and all(((current.get("metadata") or {}).get("labels") or {}).get(k) == v
+                        for k, v in desired["metadata"]["labels"].items())):
+            return True
+        updated = dict(current)
+        updated["spec"] = desired["spec"]
+        updated["metadata"] = {**current["metadata"],
+                               "labels": {**(current["metadata"].get("labels") or {}),
+                                          **desired["metadata"]["labels"]}}
+        self.client.update(updated)
+        return True
 
     # -- pods ---------------------------------------------------------------------------------
 
@@ -471,10 +599,12 @@ class NodeSimulator:
         adopted = status.get("phase") == "Running" and status.get("startTime")
         started_at = (parse_timestamp(status.get("startTime")) or now) if adopted else now
         containers = []
+        envs = _spec_envs(pod)
         for i, shape in enumerate(model.shapes):
             cid = container_id(uid, shape.name)
             containers.append(_Container(shape.name, cid, tree.container_dir(self.cgroup_driver, kube_qos, uid, cid),
-                                         _Counters(self._container_stats(t, shape)), index=i, started_at=started_at))
+                                         _Counters(self._container_stats(t, shape)), index=i, started_at=started_at,
+                                         spec_envs=envs.get(shape.name, {})))
         shapes = model.shapes
         all_cpu_limits = bool(shapes) and all(s.cpu_limit is not None for s in shapes)
         all_mem_limits = bool(shapes) and all(s.memory_limit is not None for s in shapes)
@@ -488,6 +618,8 @@ class NodeSimulator:
                      None if profile.duration is None else started_at + profile.duration,
                      pending=None if adopted else "running", exit_code=profile.exit_code,
                      restart_policy=str((pod.get("spec") or {}).get("restartPolicy") or "Always"))
+        if node.hooks is not None:
+            self._run_pod_hooks(node, state, pod)
         self._set_memory(node, state, now, enforce=False)  # its limit files do not exist yet
         t.add_cgroups(rel, [(rel, state.counters.stats), *((c.rel_dir, c.counters.stats) for c in containers)])
         node.pods[uid] = state
@@ -495,6 +627,47 @@ class NodeSimulator:
         log.debug("pod %s/%s started on %s (%s, %s)", state.namespace, state.name, node.name, kube_qos,
                   "adopted" if adopted else "new")
         return state
+
+    # -- runtime hooks (what koord-runtime-proxy would ask the node's hook servers) ----------------
+
+    def _cgroup_parent(self, state: _Pod) -> str:
+        """The pod's cgroup parent as the kubelet hands it to the runtime: the slice name (systemd) or the
+        absolute path (cgroupfs)."""
+        if self.cgroup_driver == tree.SYSTEMD:
+            return state.rel_dir.rsplit("/", 1)[-1]
+        return "/" + state.rel_dir
+
+    def _run_pod_hooks(self, node: _Node, state: _Pod, pod: Obj) -> None:
+        """``PreRunPodSandbox`` then each container's ``PreCreateContainer``: the answers go into the
+        cgroup stats the pod is about to be created with, and the environments into its environ files."""
+        md = pod.get("metadata") or {}
+        request = hookapi.PodSandboxHookRequest(
+            pod_meta=hookapi.PodSandboxMetadata(name=state.name, namespace=state.namespace, uid=state.uid),
+            runtime_handler="", labels=dict(md.get("labels") or {}), annotations=dict(md.get("annotations") or {}),
+            cgroup_parent=self._cgroup_parent(state), resources=_hook_resources(state.counters.stats))
+        applied = node.hooks.pre_run_pod_sandbox(request, f"pod {state.namespace}/{state.name}")
+        _apply_resources(state.counters.stats, applied)
+        state.sandbox = request
+        for c in state.containers:
+            self._create_container_hook(node, state, c)
+
+    def _create_container_hook(self, node: _Node, state: _Pod, c: _Container) -> None:
+        sandbox = state.sandbox
+        request = hookapi.ContainerResourceHookRequest(
+            pod_meta=sandbox.pod_meta, container_mata=hookapi.ContainerMetadata(name=c.name, attempt=c.restarts),
+            container_resources=_hook_resources(c.counters.stats), pod_resources=sandbox.resources,
+            pod_annotations=sandbox.annotations, pod_labels=sandbox.labels, pod_cgroup_parent=sandbox.cgroup_parent,
+            container_envs=c.spec_envs)
+        applied = node.hooks.pre_create_container(request, f"container {state.namespace}/{state.name}/{c.name}")
+        _apply_resources(c.counters.stats, applied)
+        path = self._environ_path(node, c)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tree.atomic_write_bytes(path, format_environ(applied.envs))
+
+    @staticmethod
+    def _environ_path(node: _Node, c: _Container) -> Path:
+        """``<node tree>/containers/<container id without runtime>/environ``."""
+        return node.tree.base / tree.CONTAINERS / c.id.partition("://")[2] / "environ"
 
     def _container_stats(self, t: NodeTree, shape: profiles.ContainerShape) -> CgroupStats:
         """A new container's cgroup as the kubelet creates it, with the spec's limits."""
@@ -514,6 +687,8 @@ class NodeSimulator:
         if state is None:
             return
         node.tree.remove_cgroup(state.rel_dir)
+        for c in state.containers:
+            node.tree.remove_path(self._environ_path(node, c).parent)
         if node.limits is not None:
             node.limits.forget(state.rel_dir)
         self._update_qos_shares(node)
@@ -739,6 +914,7 @@ class NodeSimulator:
     def _restart(self, node: _Node, state: _Pod, c: _Container, now: float) -> None:
         """A new incarnation of the container: new ID and cgroup (counters from 0, the spec's limits)."""
         node.tree.remove_cgroup(c.rel_dir)
+        node.tree.remove_path(self._environ_path(node, c).parent)
         node.limits.forget(c.rel_dir)
         c.restarts += 1
         c.id = container_id(state.uid, c.name, restarts=c.restarts)
@@ -746,6 +922,8 @@ class NodeSimulator:
         c.counters = _Counters(self._container_stats(node.tree, state.model.shapes[c.index]))
         c.started_at = now
         c.state = "running"
+        if node.hooks is not None and state.sandbox is not None:
+            self._create_container_hook(node, state, c)
         node.tree.add_cgroups(c.rel_dir, [(c.rel_dir, c.counters.stats)])
         state.pending = "running"
 
@@ -943,6 +1121,33 @@ class NodeSimulator:
             return
         self._remember(key)
         log.log(level, fmt, *args, exc_info=exc_info)
+
+
+def _spec_envs(pod: Obj) -> dict[str, dict[str, str]]:
+    """Each container's literal ``env`` (``valueFrom`` needs the kubelet's resolution: left out)."""
+    out = {}
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        out[c.get("name", "")] = {e["name"]: str(e.get("value", "")) for e in c.get("env") or []
+                                  if isinstance(e, dict) and e.get("name") and "valueFrom" not in e}
+    return out
+
+
+def _hook_resources(stats: CgroupStats) -> Any:
+    """A cgroup's values as the runtime's ``LinuxContainerResources`` (quota -1: unlimited)."""
+    return hookapi.LinuxContainerResources(
+        cpu_period=tree.CFS_PERIOD_US, cpu_quota=-1 if stats.cpu_quota_us is None else stats.cpu_quota_us,
+        cpu_shares=stats.cpu_shares, memory_limit_in_bytes=stats.memory_limit or 0, cpuset_cpus=stats.cpuset or "")
+
+
+def _apply_resources(stats: CgroupStats, applied: Applied) -> None:
+    """What the hooks left into the cgroup the runtime creates."""
+    res = applied.resources
+    stats.cpu_quota_us = None if res.cpu_quota < 0 else (res.cpu_quota or stats.cpu_quota_us)
+    if res.cpu_shares > 0:
+        stats.cpu_shares = res.cpu_shares
+    if res.memory_limit_in_bytes > 0:
+        stats.memory_limit = res.memory_limit_in_bytes
+    stats.cpuset = res.cpuset_cpus or None
 
 
 def _container_status(name: str, cid: str, image: str, state: Obj, *, ready: bool, started: bool = True,

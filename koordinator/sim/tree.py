@@ -25,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from koordinator.apis.cpuset import format_cpuset
+
 log = logging.getLogger("koordinator.sim.tree")
 
 USER_HZ = 100
@@ -41,6 +43,8 @@ GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 KUBE_QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
 #: The file that marks a node directory as the simulator's own (only such a directory is ever wiped).
 MARKER = ".koordinator-sim"
+#: Under a node's tree: ``containers/<id>/environ``, what the stand-in runtime gave each container.
+CONTAINERS = "containers"
 DEFAULT_MODEL = "Koordinator Simulated CPU @ 2.50GHz"
 DEFAULT_VENDOR = "GenuineIntel"
 
@@ -101,14 +105,8 @@ class Topology:
 
 
 def cpulist(ids: Iterable[int]) -> str:
-    """The kernel's list format: ``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    ranges: list[list[int]] = []
-    for i in sorted(set(ids)):
-        if ranges and i == ranges[-1][1] + 1:
-            ranges[-1][1] = i
-        else:
-            ranges.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+    """The kernel's list format: ``[0, 1, 2, 5]`` -> ``0-2,5`` (the shared implementation)."""
+    return format_cpuset(ids)
 
 
 def split_even(total: int, parts: int, unit: int = 1) -> list[int]:
@@ -310,6 +308,9 @@ class CgroupStats:
     cpus: str = ""
     mems: str = ""
     leaf: bool = False
+    #: What ``cpuset.cpus`` holds when the runtime set it (a hook's cpuset); None: the kubelet's default
+    #: (v2 empty, v1 ``cpus``).
+    cpuset: str | None = None
     #: The cpuset in force (own ∩ ancestors'); "" means ``cpus``. Shown in the kernel's read-only
     #: effective files only, so what the koordlet wrote into ``cpuset.cpus`` is never overwritten.
     effective_cpus: str = ""
@@ -406,7 +407,7 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
             ("", "cgroup.procs"): "",
             ("", "cpu.max"): f"{quota} {CFS_PERIOD_US}\n",
             ("", "cpu.weight"): f"{shares_to_weight(s.cpu_shares)}\n",
-            ("", "cpuset.cpus"): "\n",
+            ("", "cpuset.cpus"): f"{s.cpuset or ''}\n",
             ("", "cpuset.cpus.effective"): f"{s.effective_cpus or s.cpus}\n",
             ("", "cpuset.mems.effective"): f"{s.mems}\n",
             ("", "memory.max"): ("max" if s.memory_limit is None else str(s.memory_limit)) + "\n",
@@ -415,7 +416,7 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
         ("cpu", "cpu.cfs_quota_us"): f"{-1 if s.cpu_quota_us is None else s.cpu_quota_us}\n",
         ("cpu", "cpu.cfs_period_us"): f"{CFS_PERIOD_US}\n",
         ("cpu", "cpu.shares"): f"{s.cpu_shares}\n",
-        ("cpuset", "cpuset.cpus"): f"{s.cpus}\n",
+        ("cpuset", "cpuset.cpus"): f"{s.cpuset or s.cpus}\n",
         ("cpuset", "cpuset.mems"): f"{s.mems}\n",
         ("cpuset", "cpuset.effective_cpus"): f"{s.effective_cpus or s.cpus}\n",
         ("memory", "memory.limit_in_bytes"): f"{V1_UNLIMITED if s.memory_limit is None else s.memory_limit}\n",
@@ -431,7 +432,8 @@ def _control_files(version: int, s: CgroupStats, numa_nodes: int) -> dict[tuple[
 _GROUPS = (
     (_cpu_files, lambda s: (s.usage_ns, s.user_ns, s.system_ns, s.nr_periods, s.nr_throttled, s.throttled_ns)),
     (_memory_files, lambda s: (s.anon, s.file, s.memory_limit, s.leaf, s.oom, s.oom_kill)),
-    (_control_files, lambda s: (s.cpu_quota_us, s.cpu_shares, s.memory_limit, s.cpus, s.mems, s.effective_cpus)),
+    (_control_files, lambda s: (s.cpu_quota_us, s.cpu_shares, s.memory_limit, s.cpus, s.mems, s.effective_cpus,
+                                s.cpuset)),
 )
 
 
@@ -451,6 +453,15 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> None:
     tmp = os.path.join(head, f".{name}.tmp")
     with open(tmp, "w", encoding="ascii") as f:
         f.write(text)
+    os.replace(tmp, path)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """:func:`atomic_write` for bytes (``environ`` files hold NUL separators)."""
+    head, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(head, f".{name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 
@@ -512,7 +523,7 @@ class NodeTree:
         """Start afresh (a reboot: every counter from 0): wipe an earlier tree of ours, write the
         static files (cpuinfo, sysfs topology), empty /proc counters and the kubepods hierarchy."""
         self.check()
-        for sub in ("proc", "sys", "cgroup"):
+        for sub in ("proc", "sys", "cgroup", "dev", CONTAINERS):
             self._remove_dir(self.base / sub)
         for leftover in self.base.glob(".*.removed-*") if self.base.is_dir() else ():
             shutil.rmtree(leftover, ignore_errors=True)
@@ -658,7 +669,19 @@ class NodeTree:
         for rel in [r for r in self._signatures if r == top or r.startswith(top + "/")]:
             del self._signatures[rel]
 
+    def numa_cpulist(self, node: int) -> str:
+        """The CPUs of NUMA node ``node`` in the kernel's list format."""
+        return cpulist(self.topology.cpus_of_numa(node))
+
     # -- files ----------------------------------------------------------------------------------
+
+    def remove_path(self, path: str | os.PathLike[str]) -> None:
+        """Remove a file, link or directory of the tree, and forget what was written there (so that the
+        same content written again is written)."""
+        key = os.fspath(path)
+        self._remove_dir(Path(key))
+        for written in [p for p in self._written if p == key or p.startswith(key + os.sep)]:
+            del self._written[written]
 
     def write(self, path: str | os.PathLike[str], text: str) -> None:
         """Write ``path`` (creating its directory) unless it already holds ``text``."""

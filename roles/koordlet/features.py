@@ -71,8 +71,9 @@ UNSUPPORTED: dict[str, str] = {
     "PodResourcesProxy": "the pod-resources proxy is not implemented in this build",
     "HamiCoreVGPUMonitor": "HAMi vGPU monitoring is not implemented in this build",
     "PerCPUMetric": "per-CPU metrics are not implemented in this build",
-    # GroupIdentity, CPUSetAllocator, BatchResource and CPUNormalization run in reconciler mode (runtimehooks/).
-    **dict.fromkeys(("GPUEnvInject", "RDMADeviceInject", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
+    # GroupIdentity, CPUSetAllocator, BatchResource and CPUNormalization run in reconciler mode (runtimehooks/);
+    # GPUEnvInject answers the hook server (proxy mode) only.
+    **dict.fromkeys(("RDMADeviceInject", "CoreSched", "TerwayQoS", "TCNetworkQoS", "Resctrl",
                      "OOMScoreAdj"), _HOOKS),
 }
 

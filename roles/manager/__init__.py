@@ -5,7 +5,7 @@
   ConfigMap read through the API (:mod:`koordinator_roles.manager.sloconfig_cache`), and ``quotaprofile``
   (:mod:`koordinator_roles.manager.quotaprofile`), one root ElasticQuota per ElasticQuotaProfile.
 - On every replica: the TLS admission webhook server (port 9876, ``--webhook-port`` or env
-  ``WEBHOOK_PORT``) with the pod, ElasticQuota and (gated) ConfigMap webhooks
+  ``WEBHOOK_PORT``) with the pod, ElasticQuota and (gated) ConfigMap and Reservation webhooks
   (:mod:`koordinator_roles.manager.webhooks`), and the self-managed certificates (:mod:`koordinator_roles.manager.certs`).
 
 Flags and environment variables keep Koordinator's names and defaults (reference B.1).

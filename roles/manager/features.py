@@ -50,7 +50,6 @@ ALIASES = {
 UNSUPPORTED: dict[str, str] = {
     "NodeMutatingWebhook": "the /mutate-node-status webhook is not implemented in this build",
     "NodeValidatingWebhook": "the /validate-node webhook is not implemented in this build",
-    "ReservationMutatingWebhook": "the /mutate-reservation webhook is not implemented in this build",
     "BindingAdmissionWebhook": "the /validate-pod-binding webhook is not implemented in this build",
     "MultiQuotaTree": "multiple quota trees are not implemented in this build",
     "ElasticQuotaGuaranteeUsage": "guaranteed quota usage is not implemented in this build",

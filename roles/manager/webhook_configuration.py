@@ -44,7 +44,12 @@ _WEBHOOKS: list[tuple[str, str, str, str, str, list[str], str, Obj]] = [
      # ConfigMaps independent of the manager.
      {"namespaceSelector": {"matchExpressions": [
          {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [SERVICE_NAMESPACE]}]}}),
+    ("mutating", "mreservation-create.koordinator.sh", "/mutate-reservation", "scheduling.koordinator.sh", "reservations",
+     ["CREATE"], "ReservationMutatingWebhook", {}),
 ]
+
+# Reservations are cluster-scoped: their rule must say so, or the API server never calls the webhook.
+_CLUSTER_SCOPED = {"reservations"}
 
 
 def webhook_paths() -> dict[str, str]:
@@ -67,7 +72,8 @@ def webhook_configurations(gates: Mapping[str, bool], *, service: Mapping[str, A
             "clientConfig": {"service": {"name": svc["name"], "namespace": svc["namespace"], "path": path,
                                          "port": svc["port"]}},
             "rules": [{"apiGroups": [group], "apiVersions": ["v1alpha1" if group else "v1"],
-                       "operations": operations, "resources": [resource], "scope": "Namespaced"}],
+                       "operations": operations, "resources": [resource],
+                       "scope": "Cluster" if resource in _CLUSTER_SCOPED else "Namespaced"}],
             **extra,
             "failurePolicy": "Fail",
             "sideEffects": "None",

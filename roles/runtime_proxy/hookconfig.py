@@ -16,75 +16,28 @@ other files are unaffected. A file that is removed unregisters its hook server.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
 from typing import Callable
 
-from koordinator.apis.runtimehooks import (FAIL, HOOK_TYPES, IGNORE, KEY_FAILURE_POLICY, KEY_REMOTE_ENDPOINT,
-                                           KEY_RUNTIME_HOOKS)
+from koordinator.apis.runtimehooks import (POLICIES, HookServer, RegistrationError, parse_registration,
+                                           registration_files)
 from koordinator.runtime.dirwatch import DirectoryWatch
-from koordinator.runtime.grpcserver import socket_path
 
 log = logging.getLogger("koordinator.runtime_proxy.hooks")
 
-POLICIES = (FAIL, IGNORE, "")
-_KEYS = (KEY_REMOTE_ENDPOINT, KEY_FAILURE_POLICY, KEY_RUNTIME_HOOKS)
-
-
-class RegistrationError(ValueError):
-    """A registration file that cannot be used; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class HookServer:
-    """One registered hook server (one file)."""
-
-    #: The registration file's name (``koordlet.json``): names the hook server in logs, errors and metrics.
-    name: str
-    #: The unix socket path the hook server listens on.
-    endpoint: str
-    #: ``Fail`` or ``Ignore``.
-    failure_policy: str
-    hooks: frozenset[str]
-
-    @property
-    def fails_closed(self) -> bool:
-        """Whether a failed Pre hook fails the CRI call."""
-        return self.failure_policy == FAIL
+# The file format is shared with the node simulator (its stand-in runtime calls the same hook servers).
+__all__ = ["POLICIES", "HookRegistry", "HookServer", "RegistrationError", "parse"]
 
 
 def parse(name: str, text: str) -> HookServer:
     """The :class:`HookServer` of registration file ``name`` holding ``text``; RegistrationError naming the field."""
-    try:
-        doc = json.loads(text)
-    except ValueError as err:
-        raise RegistrationError(f"{name}: not JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise RegistrationError(f"{name}: want a JSON object, got {type(doc).__name__}")
-    endpoint = doc.get(KEY_REMOTE_ENDPOINT)
-    if not isinstance(endpoint, str) or not endpoint.strip():
-        raise RegistrationError(f"{name}: remote-endpoint: {endpoint!r}: want the hook server's unix socket path")
-    endpoint = socket_path(endpoint.strip())
-    if not endpoint.startswith("/"):
-        raise RegistrationError(f"{name}: remote-endpoint: {endpoint!r}: want an absolute unix socket path")
-    policy = doc.get(KEY_FAILURE_POLICY, "")
-    if policy not in POLICIES:
-        raise RegistrationError(f"{name}: failure-policy: {policy!r}: want Fail or Ignore")
-    hooks = doc.get(KEY_RUNTIME_HOOKS)
-    if not isinstance(hooks, list) or not all(isinstance(h, str) for h in hooks):
-        raise RegistrationError(f"{name}: runtime-hooks: {hooks!r}: want a list of hook types")
-    for index, hook in enumerate(hooks):
-        if hook not in HOOK_TYPES:
-            raise RegistrationError(f"{name}: runtime-hooks[{index}]: unknown hook type {hook!r} "
-                                    f"(known: {', '.join(HOOK_TYPES)})")
-    unknown = sorted(set(doc) - set(_KEYS))
-    if unknown:
+    server = parse_registration(name, text)
+    if server.unknown_keys:
         # Koordinator ignores unknown keys; a typo would silently change the policy, so say so.
-        log.warning("hook server registration %s: unknown keys %s ignored", name, ",".join(unknown))
-    return HookServer(name=name, endpoint=endpoint, failure_policy=policy or IGNORE, hooks=frozenset(hooks))
+        log.warning("hook server registration %s: unknown keys %s ignored", name, ",".join(server.unknown_keys))
+    return server
 
 
 class HookRegistry:
@@ -132,7 +85,7 @@ class HookRegistry:
     def reload(self) -> None:
         """Re-read the directory: new and changed files parsed, removed ones unregistered."""
         try:
-            names = sorted(e.name for e in os.scandir(self.directory) if e.name.endswith("json") and e.is_file())
+            names = registration_files(self.directory)
         except OSError as err:
             log.warning("cannot list hook server config dir %s: %s", self.directory, err)
             return

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from koordinator.grpcapi.runtime.v1 import api_pb2 as cri
 from koordinator.grpcapi.runtime.v1alpha1 import api_pb2 as hookapi
 from koordinator_roles.runtime_proxy.dispatcher import Dispatcher
-from koordinator_roles.runtime_proxy.resources import merge_response, merge_update, to_cri, to_hook
+from koordinator.grpcapi.runtime.resources import merge_response, merge_update, to_cri, to_hook
 from koordinator_roles.runtime_proxy.store import ContainerInfo, MetadataStore, PodInfo, pod_info
 
 log = logging.getLogger("koordinator.runtime_proxy")

@@ -185,6 +185,12 @@ class SchedulerCache:
         if affinity_changed:
             snapshot.refresh_affinity_lists()
 
+    def mark_dirty(self, node_names) -> None:
+        """Copy these nodes into the snapshot again at the next :meth:`update_snapshot` (a plugin rewrote their
+        rows for one cycle only: Reservation's restore of reserved room for owner pods)."""
+        with self._lock:
+            self._dirty.update(n for n in node_names if n in self._nodes)
+
     def dump(self) -> dict:
         """Nodes and pods as the cache sees them (debugging, tests)."""
         with self._lock:

@@ -291,22 +291,29 @@ def load_file(path: str | Path, **kwargs: Any) -> SchedulerConfiguration:
 
 def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, Any]:
     """The profile document used without a ``--config`` file, under ``scheduler_name``: kube's default
-    plugins plus, as Koordinator's default profile has them, LoadAwareScheduling (filter, score weight 1,
-    reserve), Coscheduling (gangs) and ElasticQuota (quotas); PostFilter runs Coscheduling, ElasticQuota's
-    quota preemption, then kube's DefaultPreemption."""
+    plugins plus Koordinator's at the points its default profile enables them (the shipped
+    ``koord-scheduler-config`` has the same): SchedulingHint, Reservation (score weight 5000, binding
+    reserve pods before DefaultBinder), NodeNUMAResource, DeviceShare, LoadAwareScheduling, Coscheduling
+    and ElasticQuota; PostFilter runs Coscheduling, ElasticQuota's quota preemption, then kube's
+    DefaultPreemption."""
     def enabled(*names: str) -> dict[str, Any]:
         return {"enabled": [{"name": n} for n in names]}
 
     return {"schedulerName": scheduler_name, "plugins": {
         "preEnqueue": enabled("Coscheduling"),
-        "preFilter": enabled("Coscheduling", "ElasticQuota"),
-        "filter": enabled("LoadAwareScheduling"),
+        "preFilter": enabled("SchedulingHint", "Reservation", "NodeNUMAResource", "DeviceShare", "Coscheduling",
+                             "ElasticQuota"),
+        "filter": enabled("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation"),
         "postFilter": {"disabled": [{"name": "*"}], **enabled("Coscheduling", "ElasticQuota", "DefaultPreemption")},
-        "preScore": enabled("Coscheduling"),
-        "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}, {"name": "Coscheduling", "weight": 1}]},
-        "reserve": enabled("LoadAwareScheduling", "Coscheduling", "ElasticQuota"),
+        "preScore": enabled("Reservation", "NodeNUMAResource", "DeviceShare", "Coscheduling"),
+        "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}, {"name": "NodeNUMAResource", "weight": 1},
+                              {"name": "DeviceShare", "weight": 1}, {"name": "Reservation", "weight": 5000},
+                              {"name": "Coscheduling", "weight": 1}]},
+        "reserve": enabled("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling",
+                           "ElasticQuota"),
         "permit": enabled("Coscheduling"),
-        "preBind": enabled("Coscheduling"),
+        "preBind": enabled("NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling"),
+        "bind": {"disabled": [{"name": "*"}], **enabled("Reservation", "DefaultBinder")},
         "postBind": enabled("Coscheduling"),
     }}
 

@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from koordinator.apis.reservation import is_reserve_pod
 from koordinator.runtime.errors import ApiError, NotFound
 from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
 from koordinator_roles.scheduler.framework.interfaces import NextPodPlugin
@@ -76,10 +77,16 @@ class Scheduler:
         # Koordinator's NextPod: plugins (Coscheduling) that pull specific pods into the next cycle; plugins
         # that move pods in the queue get it here.
         self._next_pod_plugins: list[Any] = []
+        # Koordinator's error handler filters: plugins whose pods are not real Pods (Reservation's reserve pods)
+        # record a failure themselves (``report_scheduling_failure(pod, reason, message)`` returns True).
+        self._failure_reporters: list[Callable[[dict, str, str], bool]] = []
         for fwk in frameworks.values():
             for plugin in getattr(fwk, "plugins", {}).values():
                 if isinstance(plugin, NextPodPlugin) and plugin not in self._next_pod_plugins:
                     self._next_pod_plugins.append(plugin)
+                reporter = getattr(plugin, "report_scheduling_failure", None)
+                if reporter is not None and reporter not in self._failure_reporters:
+                    self._failure_reporters.append(reporter)
                 bind_queue = getattr(plugin, "bind_scheduling_queue", None)
                 if bind_queue is not None:
                     bind_queue(queue)
@@ -292,7 +299,8 @@ class Scheduler:
             self.metrics.observe_attempt("scheduled", fwk.profile_name, elapsed)
             if qpi.initial_attempt_timestamp is not None:
                 self.metrics.observe_sli(qpi.attempts, time.monotonic() - qpi.initial_attempt_timestamp)
-        if self.recorder is not None:
+        # A reserve pod is no Pod: its Bind plugin recorded the event on the Reservation.
+        if self.recorder is not None and not is_reserve_pod(assumed.pod):
             self.recorder.event(assumed.pod, "Normal", "Scheduled",
                                 f"Successfully assigned {assumed.key} to {node_name}")
         fwk.run_post_bind(state, assumed, node_name)
@@ -362,6 +370,8 @@ class Scheduler:
         reason = "Unschedulable" if status.is_rejected() else "SchedulerError"
         message = status.message()
         log.info("unable to schedule pod pod=%s reason=%s err=%s", qpi.pod_info.key, reason, message)
+        if any(report(pod, reason, message) for report in self._failure_reporters):
+            return
         if self.recorder is not None:
             self.recorder.event(pod, "Warning", "FailedScheduling", message)
         self._update_pod_status(pod, reason, message, nominated)

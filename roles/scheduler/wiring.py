@@ -66,11 +66,12 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
         handle.nominator = queue.nominator
     pods = informers.informer("Pod")
     nodes = informers.informer("Node")
+    sources = _extra_pod_sources(frameworks)
     scheduler = Scheduler(frameworks=frameworks, cache=cache, queue=queue, client=runtime.client,
-                          pod_lookup=pods.store.get, recorder=recorder, metrics=metrics,
+                          pod_lookup=_pod_lookup(pods.store.get, sources), recorder=recorder, metrics=metrics,
                           binders=config.parallelism, debug_scores=debug_scores)
     holder["scheduler"] = scheduler
-    registrations = _wire_informers(informers, pods, nodes, cache, queue, frameworks)
+    registrations = _wire_informers(informers, pods, nodes, cache, queue, frameworks, sources)
     scheduler.ready = lambda: all(r.has_synced() for r in registrations)
     runtime.add_runnable("scheduling-queue", queue.run)
     runtime.add_runnable("scheduler-cache", cache.run)
@@ -79,6 +80,35 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
     if config_path:
         runtime.config_file("koord-scheduler-config", _reloader(config, frameworks, queue, registry), path=config_path)
     return SchedulerParts(config=config, scheduler=scheduler, queue=queue, cache=cache, frameworks=frameworks)
+
+
+def _extra_pod_sources(frameworks: dict[str, Framework]) -> list[Any]:
+    """Pods that exist only inside the scheduler (Reservation's reserve pods): plugins expose them as
+    ``reserve_pods`` with ``add_handler(on_add, on_update, on_delete)``, ``get(key)`` and ``attach_cache``."""
+    sources: list[Any] = []
+    for fwk in frameworks.values():
+        for plugin in fwk.plugins.values():
+            source = getattr(plugin, "reserve_pods", None)
+            if source is not None and all(source is not s for s in sources):
+                sources.append(source)
+    return sources
+
+
+def _pod_lookup(store_get: Any, sources: list[Any]) -> Any:
+    """The pod by key: the Pod informer's, else a reserve pod (only consulted when the informer has none)."""
+    if not sources:
+        return store_get
+
+    def lookup(key: str) -> dict | None:
+        pod = store_get(key)
+        if pod is None:
+            for source in sources:
+                pod = source.get(key)
+                if pod is not None:
+                    break
+        return pod
+
+    return lookup
 
 
 def _add_plugin_controllers(runtime: Any, frameworks: dict[str, Framework]) -> None:
@@ -95,7 +125,7 @@ def _add_plugin_controllers(runtime: Any, frameworks: dict[str, Framework]) -> N
 
 
 def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache, queue: SchedulingQueue,
-                    frameworks: dict[str, Framework]) -> list[Any]:
+                    frameworks: dict[str, Framework], sources: list[Any] = ()) -> list[Any]:
     ours = set(frameworks)
 
     def responsible(pod: dict) -> bool:
@@ -161,6 +191,10 @@ def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache
 
     registrations = [pods.add_handler(on_pod_add, on_pod_update, on_pod_delete),
                      nodes.add_handler(on_node_add, on_node_update, on_node_delete)]
+    for source in sources:
+        # Reserve pods take the same paths as pods: Pending ones are queued, Available ones occupy their node.
+        source.attach_cache(cache)
+        registrations.append(source.add_handler(on_pod_add, on_pod_update, on_pod_delete))
     # Other kinds plugins react to (NodeMetric for LoadAwareScheduling, PDBs, ...): only queue moves.
     kinds = {e.kind for fwk in frameworks.values() for name in fwk.plugins for e in fwk.events_for_plugin(name)}
     for kind in sorted(kinds - {"*", "Pod", "Node"}):

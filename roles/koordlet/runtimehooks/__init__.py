@@ -5,7 +5,9 @@ Plugins (:mod:`.hooks` contract) are pure request → response functions, each b
 - :class:`~.groupidentity.GroupIdentity` (``GroupIdentity``, on): ``cpu.bvt_warp_ns`` per QoS class;
 - :class:`~.batchresource.BatchResource` (``BatchResource``, on): BE cgroups from batch-cpu/batch-memory;
 - :class:`~.cpuset.CPUSetAllocator` (``CPUSetAllocator``, on): container cpusets (bound CPUs, shared pool);
-- :class:`~.cpunormalization.CPUNormalization` (``CPUNormalization``, off): LS quotas ÷ the node's ratio.
+- :class:`~.cpunormalization.CPUNormalization` (``CPUNormalization``, off): LS quotas ÷ the node's ratio;
+- :class:`~.gpuenv.GPUEnvInject` (``GPUEnvInject``, off): ``NVIDIA_VISIBLE_DEVICES`` of new containers
+  (proxy mode only).
 
 This build delivers them in reconciler mode (:class:`~.reconciler.Reconciler`: on every pod, NodeSLO or
 Node change and every ``--reconcile-interval-seconds``, through the resource executor) and in proxy
@@ -21,6 +23,7 @@ from koordinator_roles.koordlet.runtimehooks.batchresource import BatchResource
 from koordinator_roles.koordlet.runtimehooks.cpunormalization import CPUNormalization
 from koordinator_roles.koordlet.runtimehooks.cpuset import CPUSetAllocator
 from koordinator_roles.koordlet.runtimehooks.facts import NodeFacts, node_facts
+from koordinator_roles.koordlet.runtimehooks.gpuenv import GPUEnvInject
 from koordinator_roles.koordlet.runtimehooks.groupidentity import GroupIdentity
 from koordinator_roles.koordlet.runtimehooks.hooks import HookPlugin, HostContext
 from koordinator_roles.koordlet.runtimehooks.protocol import (ContainerRequest, HookError, HookResponse, PodRequest,
@@ -33,6 +36,7 @@ PLUGINS: dict[str, Callable[[Mapping[str, bool]], HookPlugin]] = {
     "CPUNormalization": lambda gates: CPUNormalization(),
     "CPUSetAllocator": lambda gates: CPUSetAllocator(be_cpu_manager=bool(gates.get("BECPUManager"))),
     "GroupIdentity": lambda gates: GroupIdentity(),
+    "GPUEnvInject": lambda gates: GPUEnvInject(),
 }
 
 
@@ -46,6 +50,6 @@ def build(states: Any, executor: Any, gates: Mapping[str, bool], **kwargs: Any) 
     return Reconciler(states, executor, enabled_plugins(gates), **kwargs)
 
 
-__all__ = ["PLUGINS", "BatchResource", "CPUNormalization", "CPUSetAllocator", "ContainerRequest", "GroupIdentity",
-           "HookError", "HookPlugin", "HookResponse", "HostContext", "NodeFacts", "PodRequest", "Reconciler",
-           "Resources", "RoundResult", "build", "enabled_plugins", "node_facts"]
+__all__ = ["PLUGINS", "BatchResource", "CPUNormalization", "CPUSetAllocator", "ContainerRequest", "GPUEnvInject",
+           "GroupIdentity", "HookError", "HookPlugin", "HookResponse", "HostContext", "NodeFacts", "PodRequest",
+           "Reconciler", "Resources", "RoundResult", "build", "enabled_plugins", "node_facts"]

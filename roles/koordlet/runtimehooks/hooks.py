@@ -49,6 +49,9 @@ class HookPlugin:
     name: str = ""
     gate: str = ""
     stages: tuple[str, ...] = ()
+    #: False: the plugin only answers the proxy/NRI stages (e.g. an environment, which only a new
+    #: container takes) and the reconciler leaves it out.
+    reconcile: bool = True
 
     def pod_hook(self, req: PodRequest, facts: NodeFacts) -> HookResponse | None:
         """What the pod's cgroup must hold."""

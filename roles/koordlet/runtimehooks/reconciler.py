@@ -128,7 +128,7 @@ class Reconciler:
     def _reconcile(self) -> RoundResult:
         metas = [m for m in self.states.pods() if (m.pod.get("status") or {}).get("phase") not in TERMINATED_PHASES]
         facts = self.facts([m.pod for m in metas])
-        plugins = self.usable_plugins()
+        plugins = [p for p in self.usable_plugins() if p.reconcile]
         for plugin in plugins:
             plugin.prepare(self.host, facts)
         result = RoundResult(pods=len(metas))

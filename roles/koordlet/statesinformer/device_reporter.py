@@ -18,6 +18,8 @@ import threading
 from typing import Any, Callable
 
 from koordinator.apis import quantity
+from koordinator.apis.device import (DEVICE_API_VERSION, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_VENDOR_NVIDIA,
+                                     LABEL_GPU_DRIVER_VERSION, LABEL_GPU_MODEL, LABEL_GPU_VENDOR)
 from koordinator_roles.koordlet.metriccache import kinds
 from koordinator_roles.koordlet.statesinformer.nvml import GPUInventory, discover_gpus
 from koordinator_roles.koordlet.statesinformer.nodeobject import owner_reference, sync_node_object
@@ -27,14 +29,8 @@ log = logging.getLogger("koordinator.koordlet.statesinformer.device")
 
 Obj = dict[str, Any]
 
-DEVICE_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
-GPU_CORE = "koordinator.sh/gpu-core"
-GPU_MEMORY = "koordinator.sh/gpu-memory"
-GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
-LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
-LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
-LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
-GPU_VENDOR_NVIDIA = "nvidia"
+#: A Device labelled as managed by someone else (the node simulator, acting as the device daemon) is left alone.
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 _GPU_LABELS = (LABEL_GPU_VENDOR, LABEL_GPU_MODEL, LABEL_GPU_DRIVER_VERSION)
 
 _LABEL_INVALID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -96,6 +92,7 @@ class DeviceReporter:
         self._inventory: GPUInventory | None = None
         self._discovered = False
         self._problems = TaskProblem(log, "Device report")
+        self._foreign: str | None = None  # who manages the Device when it is not us (logged once)
 
     def inventory(self) -> GPUInventory | None:
         """The GPUs, discovered on the first call (None: NVML unavailable)."""
@@ -136,6 +133,13 @@ class DeviceReporter:
                     "spec": {"devices": devices}}
 
         def merge(current: Obj) -> Obj:
+            manager = ((current.get("metadata") or {}).get("labels") or {}).get(LABEL_MANAGED_BY)
+            if manager:
+                if self._foreign != manager:
+                    self._foreign = manager
+                    log.info("Device %s is managed by %s: not updated", name, manager)
+                return current
+            self._foreign = None
             updated = copy.deepcopy(current)
             md = updated.setdefault("metadata", {})
             md["labels"] = {**(md.get("labels") or {}), **labels}

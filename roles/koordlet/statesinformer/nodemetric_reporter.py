@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from koordinator.apis import quantity
+from koordinator.apis.device import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
 from koordinator.apis.extension import priority_class_with_default, qos_class_with_default
 from koordinator.apis.goduration import format_go_duration, parse_go_duration
 from koordinator.apis.nodeslo_defaults import MEMORY_POLICY_WITH_PAGE_CACHE
@@ -54,10 +55,6 @@ RATE_LIMIT_BURST = 2
 CONFLICT_ATTEMPTS = 4
 # How often a starting reporter looks whether its first collection window is in.
 FIRST_REPORT_POLL_SECONDS = 0.5
-
-GPU_CORE = "koordinator.sh/gpu-core"
-GPU_MEMORY = "koordinator.sh/gpu-memory"
-GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
 
 # nodeMemoryCollectPolicy -> (node, pod, host application) memory kinds. usageWithHotPageCache needs
 # the cold page collector, which this build does not have: it falls back to usage without page cache.

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 from koordinator.apis import extension as ext
 from koordinator.apis import quantity
+from koordinator.apis.device import (GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, KOORD_GPU,
+                                     LABEL_GPU_DRIVER_VERSION, LABEL_GPU_MODEL, RDMA)
 
 from . import framework as fw
 from .framework import NodeResource, PluginError
@@ -20,16 +22,14 @@ from .framework import NodeResource, PluginError
 GPU_NAME = "GPUDeviceResource"
 RDMA_NAME = "RDMADeviceResource"
 
-RESOURCE_GPU = "koordinator.sh/gpu"
-RESOURCE_GPU_SHARED = "koordinator.sh/gpu.shared"
-RESOURCE_GPU_CORE = "koordinator.sh/gpu-core"
-RESOURCE_GPU_MEMORY = "koordinator.sh/gpu-memory"
-RESOURCE_GPU_MEMORY_RATIO = "koordinator.sh/gpu-memory-ratio"
-RESOURCE_RDMA = "koordinator.sh/rdma"
+RESOURCE_GPU = KOORD_GPU
+RESOURCE_GPU_SHARED = GPU_SHARED
+RESOURCE_GPU_CORE = GPU_CORE
+RESOURCE_GPU_MEMORY = GPU_MEMORY
+RESOURCE_GPU_MEMORY_RATIO = GPU_MEMORY_RATIO
+RESOURCE_RDMA = RDMA
 GPU_RESOURCES = (RESOURCE_GPU, RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO)
 RDMA_RESOURCES = (RESOURCE_RDMA,)
-LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
-LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
 GPU_LABELS = (LABEL_GPU_MODEL, LABEL_GPU_DRIVER_VERSION)
 
 RESET_GPU_MESSAGE = "reset node gpu resources"

@@ -12,9 +12,10 @@ path                                                      mutating   gate (defau
 ``/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``  yes        ElasticQuotaMutatingWebhook (on)
 ``/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``  no       ElasticQuotaValidatingWebhook (on)
 ``/validate-configmap``                                   no         ConfigMapValidatingWebhook (off)
+``/mutate-reservation``                                   yes        ReservationMutatingWebhook (off)
 ========================================================  =========  ===============================
 
-Koordinator's node, reservation and pod-binding webhooks are not part of this build.
+Koordinator's node and pod-binding webhooks are not part of this build.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from koordinator_roles.manager.webhooks.elasticquota import ElasticQuotaMutating
 from koordinator_roles.manager.webhooks.listers import InformerListers, Listers, StaticListers
 from koordinator_roles.manager.webhooks.pod_mutating import PodMutatingHandler
 from koordinator_roles.manager.webhooks.pod_validating import PodValidatingHandler
+from koordinator_roles.manager.webhooks.reservation_mutating import ReservationMutatingHandler
 
 __all__ = ["WEBHOOKS", "InformerListers", "Listers", "StaticListers", "build_handlers", "register_webhooks"]
 
@@ -37,6 +39,7 @@ VALIDATE_POD = "/validate-pod"
 MUTATE_QUOTA = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 VALIDATE_QUOTA = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 VALIDATE_CONFIGMAP = "/validate-configmap"
+MUTATE_RESERVATION = "/mutate-reservation"
 
 # (path, gate, mutating) — Koordinator's paths (reference B.1.2) this build serves.
 WEBHOOKS: list[tuple[str, str, bool]] = [
@@ -45,6 +48,7 @@ WEBHOOKS: list[tuple[str, str, bool]] = [
     (MUTATE_QUOTA, "ElasticQuotaMutatingWebhook", True),
     (VALIDATE_QUOTA, "ElasticQuotaValidatingWebhook", False),
     (VALIDATE_CONFIGMAP, "ConfigMapValidatingWebhook", False),
+    (MUTATE_RESERVATION, "ReservationMutatingWebhook", True),
 ]
 
 def _enabled(gates: Mapping[str, bool], gate: str) -> bool:
@@ -66,6 +70,7 @@ def build_handlers(listers: Listers, *, gates: Mapping[str, bool], config_namesp
         VALIDATE_QUOTA: ElasticQuotaValidatingHandler(listers, gates),
         VALIDATE_CONFIGMAP: ConfigMapValidatingHandler(listers, namespace=config_namespace, name=slo_config_name,
                                                        node_strategy_name_need_check=node_strategy_name_need_check),
+        MUTATE_RESERVATION: ReservationMutatingHandler(listers, rng=rng),
     }
 
 

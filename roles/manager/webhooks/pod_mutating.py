@@ -31,28 +31,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from koordinator.apis import extension, quantity
-from koordinator.apis.selectors import SelectorError, label_selector_from_dict
 from koordinator.runtime.webhook import AdmissionResponse, allowed, errored
 from koordinator_roles.manager.webhooks import _request as rq
+from koordinator_roles.manager.webhooks import colocation_profiles as profiles_
+from koordinator_roles.manager.webhooks.colocation_profiles import (ANNOTATION_SKIP_UPDATE_RESOURCES, MutationError,
+                                                                    probability_percent, should_skip)
 from koordinator_roles.manager.webhooks.listers import Listers
-from koordinator_roles.manager.webhooks.smp import PatchError, strategic_merge
 
 log = logging.getLogger("koordinator.manager.webhooks.pod")
 
 Obj = dict[str, Any]
 
-ANNOTATION_SKIP_UPDATE_RESOURCES = "config.koordinator.sh/skip-update-resources"
+__all__ = ["ANNOTATION_SKIP_UPDATE_RESOURCES", "MutationError", "PodMutatingHandler", "apply_profile",
+           "probability_percent", "should_skip", "translate_resources", "set_extended_resource_spec"]
+
 GATE_SKIP_RESOURCES = "ColocationProfileSkipMutatingResources"
 GATE_DISABLE_EXTENDED_SPEC = "DisableExtendedResourceSpec"
 EXTENDED_SPEC_RESOURCES = (extension.BATCH_CPU, extension.BATCH_MEMORY)
-
-
-class MutationError(Exception):
-    """Mutation failed; the admission is answered with ``code`` and the message."""
-
-    def __init__(self, message: str, code: int = 500) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class PodMutatingHandler:
@@ -99,10 +94,9 @@ class PodMutatingHandler:
         profiles = self.listers.colocation_profiles()
         if not profiles:
             return
-        matched = [p for p in profiles if self._matches(p, pod)]
+        matched = profiles_.matched_profiles(profiles, lambda p: self._matches(p, pod))
         if not matched:
             return
-        matched.sort(key=rq.name)
         skip_resources = False
         for profile in matched:
             if ANNOTATION_SKIP_UPDATE_RESOURCES in rq.annotations(profile):
@@ -120,99 +114,17 @@ class PodMutatingHandler:
         if ns_selector is not None:
             namespace = self.listers.namespace(rq.meta(pod).get("namespace") or "")
             # A missing namespace is an evaluation error, which Koordinator counts as a match.
-            if namespace is not None and not _selector_matches(ns_selector, rq.labels(namespace)):
+            if namespace is not None and not profiles_.selector_matches(ns_selector, rq.labels(namespace)):
                 return False
         selector = spec.get("selector")
-        if selector is not None and not _selector_matches(selector, rq.labels(pod)):
+        if selector is not None and not profiles_.selector_matches(selector, rq.labels(pod)):
             return False
         return True
 
 
-def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """Empty selector -> every object; an unparseable one counts as matched (Koordinator's rule)."""
-    try:
-        sel = label_selector_from_dict(selector, nil_matches_nothing=False)
-    except (SelectorError, TypeError, AttributeError, ValueError):
-        return True
-    return sel.matches(labels)
-
-
-def probability_percent(profile: Obj) -> int:
-    """``probability`` scaled against 100 (``intstr.GetScaledValueFromIntOrPercent``, rounding down)."""
-    value = (profile.get("spec") or {}).get("probability")
-    if value is None:
-        return 100
-    if isinstance(value, bool):
-        raise MutationError(f"invalid value for IntOrString: invalid type: {value!r} is neither int nor string")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        if not value.endswith("%"):
-            raise MutationError("invalid value for IntOrString: invalid type: string is not a percentage")
-        try:
-            percent = int(value[:-1])
-        except ValueError:
-            raise MutationError(f'invalid value "{value}": strconv.Atoi: parsing "{value[:-1]}": invalid syntax') from None
-        return percent * 100 // 100
-    raise MutationError(f"invalid value for IntOrString: invalid type: {type(value).__name__}")
-
-
-def should_skip(profile: Obj, rng: random.Random) -> bool:
-    """Skip when the percent is 0, or not 100 and a draw in [0, 99] exceeds it."""
-    percent = probability_percent(profile)
-    return percent == 0 or (percent != 100 and rng.randrange(100) > percent)
-
-
 def apply_profile(pod: Obj, profile: Obj, listers: Listers) -> None:
-    """Koordinator's mutation order a–j for one profile."""
-    spec = profile.get("spec") or {}
-    md = pod.setdefault("metadata", {})
-    pod_spec = pod.setdefault("spec", {})
-
-    if spec.get("labels"):
-        md["labels"] = {**(md.get("labels") or {}), **spec["labels"]}
-    if spec.get("annotations"):
-        md["annotations"] = {**(md.get("annotations") or {}), **spec["annotations"]}
-    if spec.get("labelKeysMapping"):
-        current = dict(md.get("labels") or {})
-        for old, new in spec["labelKeysMapping"].items():
-            current[new] = current.get(old, "")
-        md["labels"] = current
-    if spec.get("annotationKeysMapping"):
-        current = dict(md.get("annotations") or {})
-        for old, new in spec["annotationKeysMapping"].items():
-            current[new] = current.get(old, "")
-        md["annotations"] = current
-    if spec.get("labelSuffixes"):
-        current = dict(md.get("labels") or {})
-        for key, suffix in spec["labelSuffixes"].items():
-            if key in current:
-                current[key] = current[key] + suffix
-        md["labels"] = current
-    if spec.get("schedulerName"):
-        pod_spec["schedulerName"] = spec["schedulerName"]
-    if spec.get("qosClass"):
-        md["labels"] = {**(md.get("labels") or {}), extension.LABEL_POD_QOS: spec["qosClass"]}
-    if spec.get("priorityClassName"):
-        name = spec["priorityClassName"]
-        pc = listers.priority_class(name)
-        if pc is None:
-            raise MutationError(f'priorityclasses.scheduling.k8s.io "{name}" not found')
-        pod_spec["priorityClassName"] = name
-        pod_spec["priority"] = int(pc.get("value") or 0)
-        if pc.get("preemptionPolicy"):
-            pod_spec["preemptionPolicy"] = pc["preemptionPolicy"]
-        else:
-            pod_spec.pop("preemptionPolicy", None)
-    if spec.get("koordinatorPriority") is not None:
-        md["labels"] = {**(md.get("labels") or {}), extension.LABEL_POD_PRIORITY: str(int(spec["koordinatorPriority"]))}
-    if spec.get("patch") is not None:
-        try:
-            patched = strategic_merge(pod, spec["patch"])
-        except PatchError as exc:
-            raise MutationError(f"profile {rq.name(profile)}: patch: {exc}") from None
-        pod.clear()
-        pod.update(patched)
+    """Koordinator's mutation order a–j for one profile on a pod (its own spec takes the scheduling fields)."""
+    profiles_.apply_profile(pod, profile, listers, lambda obj: obj.setdefault("spec", {}))
 
 
 def translate_resources(pod: Obj) -> None:

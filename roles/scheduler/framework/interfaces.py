@@ -15,7 +15,7 @@ Conventions (kube-scheduler's, in Python):
   :class:`BatchFilterResult`. A plugin need only implement one; the per-node form is what
   preemption uses on modified NodeInfos, so a batch-only filter must also provide ``filter``.
 - Koordinator's frameworkext additions are extension points too (transformers, reservation
-  nomination/restore/filter/score/prebind, ResizePod, NextPod, ForgetPod, controllers); the
+  nomination/restore/filter/score/prebind, ResizePod, NextPod, PreferNodes, ForgetPod, controllers); the
   framework calls them when a plugin implements them.
 """
 
@@ -341,6 +341,13 @@ class NextPodPlugin:
         """A pod the queue should hand out next (Coscheduling keeps gangs together), or None; never one whose
         ``namespace/name`` is in ``unavailable`` (the queue could not hand it out just now)."""
         return None
+
+
+class PreferNodesPlugin:
+    def prefer_nodes(self, state: CycleState, pod: PodInfo) -> list[str]:
+        """Nodes to try first, in order, after PreFilter (SchedulingHint): the framework runs each through the
+        full Filter and schedules the pod on the first that passes, without searching further."""
+        return []
 
 
 class ForgetPodHandler:

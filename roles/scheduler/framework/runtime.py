@@ -148,6 +148,7 @@ class Framework:
         self._extensions = [(p.name, p.pre_filter_extensions()) for p in pre_filter]
         self._nominators = [p for p in self.plugins.values() if isinstance(p, fi.ReservationNominator)]
         self._resizers = [p for p in self.plugins.values() if isinstance(p, fi.ResizePodPlugin)]
+        self._prefer_nodes = [p for p in pre_filter if isinstance(p, fi.PreferNodesPlugin)]
 
     # -- hot reload ------------------------------------------------------------------------------------
 
@@ -322,6 +323,10 @@ class Framework:
             row = snapshot.index[nominated_node]
             if self.run_filter_plugins_with_nominated_pods(state, pod, snapshot.node_infos[row]) is None:
                 return np.array([row], dtype=np.int64)
+        if self._prefer_nodes:
+            preferred = self._preferred_node(state, pod, snapshot, pre_result)
+            if preferred is not None:
+                return np.array([preferred], dtype=np.int64)
         want = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(snapshot))
         start = self.next_start_node_index % total
         filters = self._active_filters(state)
@@ -403,6 +408,24 @@ class Framework:
             processed = int(np.flatnonzero(order == last)[0]) + 1
         self.next_start_node_index = (start + processed) % total
         return feasible
+
+    def _preferred_node(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                        pre_result: fi.PreFilterResult | None) -> int | None:
+        """Koordinator's PreferNodes: the row of the first preferred node (within the PreFilter result) that
+        passes every filter; None to search as usual (a failed preferred node is filtered again there, so
+        the diagnosis still tells why)."""
+        allowed = pre_result.node_names if pre_result is not None else None
+        for plugin in self._prefer_nodes:
+            for name in plugin.prefer_nodes(state, pod):
+                row = snapshot.index.get(name)
+                if row is None or (allowed is not None and name not in allowed):
+                    continue
+                status = self.run_filter_plugins_with_nominated_pods(state, pod, snapshot.node_infos[row])
+                if status is None:
+                    return row
+                if status.code == ERROR:
+                    raise FilterError(status)
+        return None
 
     def _filter_rows(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: np.ndarray,
                      filters: list[fi.Plugin], diagnosis: Diagnosis) -> np.ndarray:

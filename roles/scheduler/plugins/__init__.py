@@ -31,13 +31,16 @@ _MODULES = {
     "LoadAwareScheduling": "loadaware",
     "ElasticQuota": "elasticquota",
     "Coscheduling": "coscheduling",
+    "NodeNUMAResource": "nodenumaresource",
+    "Reservation": "reservation",
+    "DeviceShare": "deviceshare",
+    "NodeResourcesFitPlus": "noderesourcesfitplus",
+    "ScarceResourceAvoidance": "scarceresourceavoidance",
+    "SchedulingHint": "schedulinghint",
 }
 
 _LATER = "is not implemented in this build yet"
 NOT_IMPLEMENTED = {
-    **{name: f"Koordinator plugin {name} {_LATER}" for name in (
-        "NodeNUMAResource", "Reservation", "DeviceShare", "NodeResourcesFitPlus",
-        "ScarceResourceAvoidance", "SchedulingHint")},
     **{name: f"kube-scheduler plugin {name} {_LATER} (no volume or DRA scheduling)" for name in (
         "VolumeBinding", "VolumeRestrictions", "NodeVolumeLimits", "VolumeZone", "DynamicResources")},
 }

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from koordinator.apis import reservation as rv
 from koordinator.runtime.errors import ApiError
-from koordinator_roles.scheduler.framework.interfaces import PreBindPlugin
+from koordinator_roles.scheduler.framework.interfaces import PreBindPlugin, ReservationPreBindPlugin
 from koordinator_roles.scheduler.framework.status import BINDING_ANNOTATIONS, CycleState, Status
 from koordinator_roles.scheduler.framework.types import PodInfo
 
@@ -40,6 +41,8 @@ class DefaultPreBind(PreBindPlugin):
         self.handle = handle
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, modified: dict) -> Status | None:
+        if rv.is_reserve_pod(pod.pod):
+            return self._pre_bind_reservation(state, pod, node_name, modified)
         patch = metadata_patch(pod.pod, modified)
         if patch is None:
             return None
@@ -54,11 +57,47 @@ class DefaultPreBind(PreBindPlugin):
             return Status.error(f"failed to patch pod {pod.key}: {err}")
         return None
 
+    def _pre_bind_reservation(self, state: CycleState, pod: PodInfo, node_name: str, modified: dict) -> Status | None:
+        """A reserve pod (Koordinator's frameworkext): the changes go to its Reservation. The Reservation is
+        loaded, ``status.nodeName`` set on a copy, the ReservationPreBind plugins change it, and the metadata
+        difference (theirs and the PreBind plugins' on the pod copy) is patched onto the Reservation."""
+        name = rv.reservation_name_of(pod.pod)
+        try:
+            original = self.handle.client.get(rv.KIND, name)
+        except ApiError as err:
+            return Status.error(f"failed to get reservation {name}: {err}")
+        meta = original.get("metadata") or {}
+        reservation = {**original, "metadata": {**meta, "labels": dict(meta.get("labels") or {}),
+                                                "annotations": dict(meta.get("annotations") or {})},
+                       "status": {**(original.get("status") or {}), "nodeName": node_name}}
+        fwk = getattr(self.handle, "framework", None)
+        for plugin in (getattr(fwk, "points", None) or {}).get("preBind", []):
+            if isinstance(plugin, ReservationPreBindPlugin):
+                status = plugin.pre_bind_reservation(state, reservation, node_name)
+                if status is not None and not status.is_success():
+                    return status.with_plugin(plugin.name)
+        pod_patch = metadata_patch(pod.pod, modified)
+        for field, diff in ((pod_patch or {}).get("metadata") or {}).items():
+            target = reservation["metadata"][field]
+            for key, value in diff.items():
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+        patch = metadata_patch(original, reservation)
+        if patch is None:
+            return None
+        try:
+            self.handle.client.patch(rv.KIND, name, patch, patch_type="merge")
+        except ApiError as err:
+            return Status.error(f"failed to patch reservation {name}: {err}")
+        return None
 
     def _binds_with_default_binder(self) -> bool:
         fwk = getattr(self.handle, "framework", None)
         points = getattr(fwk, "points", None) or {}
-        return [p.name for p in points.get("bind", [])] == ["DefaultBinder"]
+        # Reservation binds reserve pods only (it Skips every other pod), so DefaultBinder still binds this one.
+        return [p.name for p in points.get("bind", []) if p.name != "Reservation"] == ["DefaultBinder"]
 
 
 def new(args: dict, handle: Any) -> DefaultPreBind:

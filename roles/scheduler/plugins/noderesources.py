@@ -20,6 +20,7 @@ from koordinator_roles.scheduler.framework.interfaces import (MAX_NODE_SCORE, Ba
                                                               PreFilterResult, PreScorePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.status import UNSCHEDULABLE, CycleState, Status
 from koordinator_roles.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo
+from koordinator_roles.scheduler.plugins.helper.resourcenames import is_extended_resource_name, is_scalar_resource_name
 
 NAME = "NodeResourcesFit"
 BALANCED_ALLOCATION_NAME = "NodeResourcesBalancedAllocation"
@@ -37,28 +38,6 @@ _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 _BALANCED_PRE_SCORE_KEY = "PreScore" + BALANCED_ALLOCATION_NAME
 _INT64_MAX = np.iinfo(np.int64).max
-
-
-# -- resource names (k8s.io/kubernetes/pkg/apis/core/v1/helper) -----------------------------------------
-
-def is_prefixed_native_resource(name: str) -> bool:
-    return "kubernetes.io/" in name
-
-
-def is_native_resource(name: str) -> bool:
-    return "/" not in name or is_prefixed_native_resource(name)
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """A domain-prefixed name outside kubernetes.io (``nvidia.com/gpu``): what ignoredResources may name."""
-    return not is_native_resource(name) and not name.startswith("requests.")
-
-
-def is_scalar_resource_name(name: str) -> bool:
-    """Resources the scheduler counts besides cpu/memory/ephemeral-storage/pods (extended, hugepages,
-    kubernetes.io/-prefixed such as ``kubernetes.io/batch-cpu``, attachable volumes)."""
-    return (is_extended_resource_name(name) or name.startswith("hugepages-") or is_prefixed_native_resource(name)
-            or name.startswith("attachable-volumes-"))
 
 
 # -- args -------------------------------------------------------------------------------------------------

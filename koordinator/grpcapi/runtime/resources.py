@@ -1,4 +1,5 @@
-"""Container resources between the CRI and the hook API, and Koordinator's two merge rules.
+"""Container resources between the CRI and the hook API, and Koordinator's two merge rules (koord-runtime-proxy
+and the simulated kubelet apply them).
 
 ``runtime.v1.LinuxContainerResources`` and ``runtime.v1alpha1.LinuxContainerResources`` have the same
 fields with the same numbers, so one converts into the other through its wire bytes (in C, and
