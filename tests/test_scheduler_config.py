@@ -80,7 +80,8 @@ def test_default_configuration():
                                                      "Reservation", "Coscheduling", "ElasticQuota"]
     assert names(p.plugins_at("preBind", impl)) == ["NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling",
                                                      "DefaultPreBind"]
-    assert names(p.plugins_at("postFilter", impl)) == ["Coscheduling", "ElasticQuota", "DefaultPreemption"]
+    assert names(p.plugins_at("postFilter", impl)) == ["Reservation", "Coscheduling", "ElasticQuota",
+                                                        "DefaultPreemption"]
     assert names(p.plugins_at("preFilter", impl))[-6:] == ["SchedulingHint", "Reservation", "NodeNUMAResource",
                                                             "DeviceShare", "Coscheduling", "ElasticQuota"]
     for point in ("preEnqueue", "permit", "postBind"):

@@ -466,3 +466,257 @@ def test_api_server_rejects_negative_device_request(scheduler_api):
     assert err.value.status == 422
     assert f"spec.containers[0].resources.requests[{dev.GPU_CORE}]: Invalid value: \"-50\": " \
            "must be greater than or equal to 0" in str(err.value)
+
+
+# -- reservations that reserve devices -----------------------------------------------------------------------
+
+WHOLE = {dev.GPU_CORE: "100", dev.GPU_MEMORY_RATIO: "100"}
+
+
+def _whole_gpu(minor: int) -> str:
+    return dev.format_device_allocated({"gpu": [dev.DeviceAllocation(minor, {dev.GPU_CORE: "100",
+                                                                           dev.GPU_MEMORY: "16Gi",
+                                                                           dev.GPU_MEMORY_RATIO: "100"})]})
+
+
+def gpu_reservation(name: str, *, node_name: str = "", minor: int | None = None, policy: str = "",
+                    owner: str = "owner") -> dict:
+    """A Reservation of one whole GPU; with ``node_name`` Available there, holding GPU ``minor``."""
+    from koordinator.apis import reservation as rv
+
+    requests = {"cpu": "100m", **WHOLE}
+    body: dict = {"apiVersion": rv.GROUP_VERSION, "kind": rv.KIND,
+                  "metadata": {"name": name, "annotations": {}},
+                  "spec": {"template": {"metadata": {"namespace": NS}, "spec": {
+                      "schedulerName": "koord-scheduler",
+                      "containers": [{"name": "c", "image": "busybox",
+                                      "resources": {"requests": requests, "limits": dict(WHOLE)}}]}},
+                      "owners": [{"object": {"name": owner, "namespace": NS}}], "ttl": "1h"}}
+    if policy:
+        body["spec"]["allocatePolicy"] = policy
+    if node_name:
+        body["metadata"]["uid"] = f"uid-{name}"
+        body["metadata"]["annotations"][dev.ANNOTATION_DEVICE_ALLOCATED] = _whole_gpu(minor)
+        body["status"] = {"phase": "Available", "nodeName": node_name, "allocatable": requests}
+    return body
+
+
+def test_cache_counts_reservation_devices_once_with_their_owners():
+    from koordinator.apis import reservation as rv
+
+    cache = DeviceCache()
+    cache.on_device(device_obj("n1"))
+    r = gpu_reservation("r", node_name="n1", minor=1)
+    cache.on_reservation(r)
+    assert cache.node_view("n1")[1]["gpu"][1] == {dev.GPU_CORE: 0, dev.GPU_MEMORY: 0, dev.GPU_MEMORY_RATIO: 0}
+    assert cache.reservation_remaining("uid-r", "n1") == {"gpu": {1: GPU_TOTAL}}
+    assert cache.reservation_remaining("uid-r", "n2") is None
+    # An owner using half of the reserved GPU: the GPU is not counted twice, the reservation keeps the rest.
+    half = dev.format_device_allocated({"gpu": [dev.DeviceAllocation(1, {dev.GPU_CORE: "50", dev.GPU_MEMORY: "8Gi",
+                                                                       dev.GPU_MEMORY_RATIO: "50"})]})
+    owner = gpu_pod("owner", node_name="n1", annotations={dev.ANNOTATION_DEVICE_ALLOCATED: half,
+                                                           rv.ANNOTATION_RESERVATION_ALLOCATED:
+                                                               rv.allocated_annotation("r", "uid-r")})
+    cache.on_pod(owner)
+    assert cache.node_view("n1")[1]["gpu"][1] == {dev.GPU_CORE: 0, dev.GPU_MEMORY: 0, dev.GPU_MEMORY_RATIO: 0}
+    assert cache.reservation_remaining("uid-r", "n1") == {"gpu": {1: {dev.GPU_CORE: 50, dev.GPU_MEMORY: 8 * GI,
+                                                                      dev.GPU_MEMORY_RATIO: 50}}}
+    # The reservation finishes (allocateOnce consumed it): only the owner's half stays used.
+    cache.on_reservation_update(r, {**r, "status": {**r["status"], "phase": "Succeeded"}})
+    assert cache.node_view("n1")[1]["gpu"][1] == {dev.GPU_CORE: 50, dev.GPU_MEMORY: 8 * GI, dev.GPU_MEMORY_RATIO: 50}
+    cache.on_pod_delete(owner)
+    assert cache.node_view("n1")[1]["gpu"][1] == GPU_TOTAL
+    # A bad annotation on a Reservation is ignored (logged), not fatal.
+    bad = gpu_reservation("bad", node_name="n1", minor=0)
+    bad["metadata"]["annotations"][dev.ANNOTATION_DEVICE_ALLOCATED] = "{oops"
+    cache.on_reservation(bad)
+    assert cache.node_view("n1")[1]["gpu"][0] == GPU_TOTAL
+
+
+class _GpuCluster:
+    """Node n1 (Device with 2 GPUs) holding Reservation r on GPU ``minor``; a Framework of NodeResourcesFit,
+    Reservation and DeviceShare."""
+
+    def __init__(self, minor: int, policy: str = "") -> None:
+        from koordinator.apis import reservation as rv
+        from koordinator_roles.scheduler.framework.runtime import Framework
+        from koordinator_roles.scheduler.plugins import in_tree_registry
+        from tests.test_scheduler_reservation import _profile
+
+        self.r = gpu_reservation("r", node_name="n1", minor=minor, policy=policy)
+        ni = node_info("n1")
+        ni.add_pod(PodInfo(rv.reserve_pod(self.r, rv.allocatable(self.r))))
+        self.snapshot = Snapshot([ni])
+        names = ["NodeResourcesFit", "Reservation", "DeviceShare"]
+        self.fwk = Framework(_profile(names, {"Reservation": 5000}), in_tree_registry(),
+                             PluginHandle(snapshot_source=lambda: self.snapshot))
+        self.reservation = self.fwk.plugins["Reservation"]
+        self.devices = self.fwk.plugins["DeviceShare"]
+        self.reservation.cache.add_reservation(self.r)
+        self.devices.cache.on_device(device_obj("n1"))
+        self.devices.cache.on_reservation(self.r)
+
+    def schedule(self, p: dict):
+        """PreFilter, Filter, nominate, Reserve, PreBind on n1: (devices annotation or None, filter message)."""
+        from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+
+        state, pi, diagnosis = CycleState(), PodInfo(p), Diagnosis(self.snapshot)
+        pi, result, status = self.fwk.run_pre_filter(state, pi, self.snapshot)
+        assert status is None or status.code == SKIP, status
+        rows = self.fwk.find_nodes_that_fit(state, pi, self.snapshot, result, diagnosis)
+        if len(rows) == 0:
+            return None, diagnosis.fit_error_message(len(self.snapshot))
+        assert self.fwk.run_reservation_nominate(state, pi, "n1") is None
+        assert self.fwk.run_reserve(state, pi, "n1") is None
+        modified = {"metadata": {"annotations": {}, "labels": {}}}
+        assert self.devices.pre_bind(state, pi, "n1", modified) is None
+        assert self.reservation.pre_bind(state, pi, "n1", modified) is None
+        return modified["metadata"]["annotations"], ""
+
+
+def test_reserved_gpu_is_held_for_others_and_given_to_its_owner():
+    from koordinator.apis import reservation as rv
+
+    cluster = _GpuCluster(minor=0)
+    # A non-owner gets the other GPU; a second one finds none (GPU 0 is the reservation's).
+    annotations, _ = cluster.schedule(gpu_pod("stranger", **WHOLE))
+    assert [a.minor for a in dev.parse_device_allocated(annotations[dev.ANNOTATION_DEVICE_ALLOCATED])["gpu"]] == [1]
+    _, message = cluster.schedule(gpu_pod("stranger-2", **WHOLE))
+    assert "Insufficient" in message, message
+    # The owner gets exactly the reserved GPU, inside the reservation.
+    annotations, _ = cluster.schedule(gpu_pod("owner", **WHOLE))
+    (entry,) = dev.parse_device_allocated(annotations[dev.ANNOTATION_DEVICE_ALLOCATED])["gpu"]
+    assert entry.minor == 0 and entry.id == "GPU-n1-0"
+    assert json.loads(annotations[rv.ANNOTATION_RESERVATION_ALLOCATED])["name"] == "r"
+    assert cluster.devices.cache.reservation_remaining("uid-r", "n1") == {"gpu": {0: {
+        dev.GPU_CORE: 0, dev.GPU_MEMORY: 0, dev.GPU_MEMORY_RATIO: 0}}}
+
+
+def test_restricted_reservation_gives_only_its_own_devices():
+    cluster = _GpuCluster(minor=1, policy="Restricted")
+    state, pi = CycleState(), PodInfo(gpu_pod("owner", **{dev.GPU_CORE: "200", dev.GPU_MEMORY_RATIO: "200"}))
+    pi, _, status = cluster.fwk.run_pre_filter(state, pi, cluster.snapshot)
+    info = cluster.reservation.cache.get("uid-r")
+    # Two GPUs asked, the Restricted reservation holds one: it cannot give them.
+    status = cluster.devices.filter_reservation(state, pi, info, "n1")
+    assert status.code == UNSCHEDULABLE and status.reasons == ["Insufficient gpu devices"]
+    # One GPU: only the reserved one qualifies.
+    state, pi = CycleState(), PodInfo(gpu_pod("owner", **WHOLE))
+    pi, _, _ = cluster.fwk.run_pre_filter(state, pi, cluster.snapshot)
+    assert cluster.devices.filter_reservation(state, pi, info, "n1") is None
+    # Scored on the reservation's one GPU alone (not the node's two).
+    one = {"gpu": {1: dict(GPU_TOTAL)}}
+    expected = score_node(parse_requests(pi.requests), one, one, cluster.devices.scorer)
+    assert cluster.devices.score_reservation(state, pi, info, "n1") == expected == 50
+
+
+def test_reserve_pod_devices_are_written_on_its_reservation():
+    from koordinator.apis import reservation as rv
+
+    plugin = plugin_with()
+    pending = gpu_reservation("pending")
+    pending["metadata"]["uid"] = "uid-pending"
+    reserve_pod = PodInfo(rv.reserve_pod(pending))
+    state = CycleState()
+    assert plugin.pre_filter(state, reserve_pod, None) == (None, None)
+    assert plugin.reserve(state, reserve_pod, "n1") is None
+    # The pod copy is left alone; the Reservation gets device-allocated (PreBindReservation).
+    modified = {"metadata": {"annotations": {}}}
+    assert plugin.pre_bind(state, reserve_pod, "n1", modified) is None and modified["metadata"]["annotations"] == {}
+    reservation = {"metadata": {"name": "pending", "annotations": {}}}
+    assert plugin.pre_bind_reservation(state, reservation, "n1") is None
+    raw = reservation["metadata"]["annotations"][dev.ANNOTATION_DEVICE_ALLOCATED]
+    (entry,) = dev.parse_device_allocated(raw)["gpu"]
+    assert entry.minor == 0 and entry.id == "GPU-n1-0"
+    # Assumed as the reservation's holding; its informer update before the bind keeps it.
+    assert plugin.cache.reservation_remaining("uid-pending", "n1") == {"gpu": {0: GPU_TOTAL}}
+    plugin.cache.on_reservation({**pending, "metadata": {**pending["metadata"], **reservation["metadata"]}})
+    assert plugin.cache.reservation_remaining("uid-pending", "n1") == {"gpu": {0: GPU_TOTAL}}
+
+
+RESERVATION_CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    preFilter: {enabled: [{name: Reservation}, {name: DeviceShare}]}
+    filter: {enabled: [{name: DeviceShare}, {name: Reservation}]}
+    preScore: {enabled: [{name: Reservation}, {name: DeviceShare}]}
+    score: {enabled: [{name: DeviceShare, weight: 1}, {name: Reservation, weight: 5000}]}
+    reserve: {enabled: [{name: DeviceShare}, {name: Reservation}]}
+    preBind: {enabled: [{name: DeviceShare}, {name: Reservation}]}
+    bind: {disabled: [{name: "*"}], enabled: [{name: Reservation}, {name: DefaultBinder}]}
+"""
+
+
+def test_gpu_reservation_holds_its_device_and_its_owner_gets_it(scheduler_api, fresh_crd_server, tmp_path):
+    from koordinator.apis import reservation as rv
+
+    api = scheduler_api
+    api.create(gpu_node("gpu-node"))
+    api.create(device_obj("gpu-node"))
+    path = tmp_path / "koord-scheduler-config.yaml"
+    path.write_text(RESERVATION_CONFIG)
+    with InProcessScheduler(fresh_crd_server.kubeconfig, "--config", str(path)):
+        api.create(gpu_reservation("gpu-r"))
+
+        def reserved_minor() -> list[int] | None:
+            r = api.get(rv.KIND, "gpu-r")
+            raw = ((r.get("metadata") or {}).get("annotations") or {}).get(dev.ANNOTATION_DEVICE_ALLOCATED)
+            if not raw or (r.get("status") or {}).get("phase") != "Available":
+                return None
+            return [a.minor for a in dev.parse_device_allocated(raw)["gpu"]]
+
+        (minor,) = wait_until(reserved_minor, message="gpu-r Available with its device")
+        # Everyone else gets the other GPU, and then none.
+        api.create(gpu_pod("stranger", **WHOLE))
+        got = wait_until(lambda: allocated(api, "stranger"), message="stranger bound with devices")
+        assert [a.minor for a in got["gpu"]] == [1 - minor]
+        api.create(gpu_pod("stranger-2", **WHOLE))
+
+        def unschedulable() -> str | None:
+            cond = next((c for c in (api.get("Pod", "stranger-2", NS).get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled"), None)
+            return cond["message"] if cond and cond.get("reason") == "Unschedulable" else None
+
+        assert "Insufficient" in wait_until(unschedulable, message="stranger-2 unschedulable")
+        # The owner gets exactly the reserved GPU, and is assigned to the reservation.
+        api.create(gpu_pod("owner", **WHOLE))
+        got = wait_until(lambda: allocated(api, "owner"), message="owner bound with devices")
+        (entry,) = got["gpu"]
+        assert entry.minor == minor and entry.id == f"GPU-gpu-node-{minor}"
+        annotations = api.get("Pod", "owner", NS)["metadata"]["annotations"]
+        assert json.loads(annotations[rv.ANNOTATION_RESERVATION_ALLOCATED])["name"] == "gpu-r"
+
+
+def test_dry_run_victim_inside_a_reservation_gives_its_device_back_to_the_reservation():
+    from koordinator.apis import reservation as rv
+
+    cluster = _GpuCluster(minor=0)
+    cache, plugin = cluster.devices.cache, cluster.devices
+    cache.on_pod(gpu_pod("busy", node_name="n1", annotations={dev.ANNOTATION_DEVICE_ALLOCATED: _whole_gpu(1)}))
+    low = gpu_pod("low", node_name="n1", annotations={
+        dev.ANNOTATION_DEVICE_ALLOCATED: _whole_gpu(0),
+        rv.ANNOTATION_RESERVATION_ALLOCATED: rv.allocated_annotation("r", "uid-r")})
+    cache.on_pod(low)
+    info, node = cluster.reservation.cache.get("uid-r"), cluster.snapshot.get("n1")
+
+    def trial(matches: bool):
+        state, pi = CycleState(), PodInfo(gpu_pod("high", **WHOLE))
+        assert plugin.pre_filter(state, pi, None) == (None, None)
+        if matches:
+            plugin.restore_reservation(state, pi, [info], [], node)
+        assert plugin.filter(state, pi, node).reasons == ["Insufficient gpu devices"]
+        assert plugin.remove_pod(state, pi, PodInfo(low), node) is None
+        return state, pi
+
+    # An owner of r: the victim's GPU returns to r, which can give it.
+    state, pi = trial(matches=True)
+    assert plugin.filter(state, pi, node) is None
+    assert plugin.filter_reservation(state, pi, info, "n1") is None
+    assert plugin.add_pod(state, pi, PodInfo(low), node) is None
+    assert plugin.filter(state, pi, node).reasons == ["Insufficient gpu devices"]
+    # A pod that does not match r: the GPU goes back to r, not to the node's free devices.
+    state, pi = trial(matches=False)
+    assert plugin.filter(state, pi, node).reasons == ["Insufficient gpu devices"]

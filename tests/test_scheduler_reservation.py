@@ -133,7 +133,7 @@ def test_args_defaults_and_validation():
     with pytest.raises(ValueError, match="gcIntervalSeconds"):
         parse_args({"gcIntervalSeconds": 0})
     with pytest.raises(ValueError, match="enablePreemption"):
-        parse_args({"enablePreemption": True})
+        parse_args({"enablePreemption": "yes"})
 
 
 # -- the running scheduler ---------------------------------------------------------------------------------------
@@ -493,3 +493,211 @@ def test_cache_tracks_owner_pods_in_any_order():
     assert sorted(i.name for i in cache.matchable_by_node()["n1"]) == ["once", "r"]
     cache.delete_reservation(_available("r", "n1", "4"))
     assert [i.name for i in cache.matchable_by_node()["n1"]] == ["once"]
+
+
+# -- reservation-aware preemption (enablePreemption) ------------------------------------------------------------
+
+def test_preemption_args():
+    args = parse_args({"enablePreemption": True, "minCandidateNodesPercentage": 20, "minCandidateNodesAbsolute": 5})
+    assert (args.enable_preemption, args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute) == \
+        (True, 20, 5)
+    with pytest.raises(ValueError, match=r"minCandidateNodesPercentage: Invalid value: 0"):
+        parse_args({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0})
+    with pytest.raises(ValueError, match=r"minCandidateNodesPercentage: Invalid value: 101"):
+        parse_args({"minCandidateNodesPercentage": 101})
+
+
+WEB = [{"labelSelector": {"matchLabels": {"app": "web"}}}]
+
+
+def _web(name: str, cpu: str, priority: int, *, labels=None, start: str = "2026-01-01T00:00:00Z") -> dict:
+    p = pod(name, NS, cpu=cpu, memory=None, priority=priority, labels={"app": "web", **(labels or {})})
+    p["metadata"]["uid"] = f"uid-{name}"
+    p["status"] = {"startTime": start}
+    return p
+
+
+class _PreemptCluster:
+    """One 4-cpu node holding a shared (allocateOnce false) 4-cpu reservation with its owner pods inside, and a
+    Framework of NodeResourcesFit + Reservation (PostFilter with enablePreemption)."""
+
+    def __init__(self, owners: list[dict], policy: str = "Restricted") -> None:
+        from types import SimpleNamespace
+
+        from koordinator_roles.scheduler.framework.handle import PluginHandle
+        from koordinator_roles.scheduler.framework.runtime import Framework
+        from koordinator_roles.scheduler.framework.snapshot import Snapshot
+        from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
+        from koordinator_roles.scheduler.plugins import in_tree_registry
+
+        r = _available("shared", "n1", "4", policy=policy, owners=WEB, allocate_once=False)
+        ni = NodeInfo(node("n1", cpu="4"))
+        allocated = 0
+        for o in owners:
+            o["spec"]["nodeName"] = "n1"
+            o["metadata"]["annotations"][rv.ANNOTATION_RESERVATION_ALLOCATED] = rv.allocated_annotation(
+                "shared", "uid-shared")
+            ni.add_pod(PodInfo(o))
+            allocated += PodInfo(o).requests.get("cpu", 0)
+        # The reserve pod stands for what is still free inside the reservation (as ReservePodSource builds it).
+        ni.add_pod(PodInfo(rv.reserve_pod(r, {"cpu": 4000 - allocated})))
+        self.snapshot = Snapshot([ni])
+        names = ["NodeResourcesFit", "Reservation"]
+        profile = _profile(names, {"Reservation": 5000})
+        points = {"preFilter": names, "filter": names, "postFilter": ["Reservation"], "preScore": names,
+                  "score": names, "reserve": names, "preBind": names, "bind": names}
+        profile.plugins_at = lambda point, ok: [SimpleNamespace(name=n, weight=1) for n in points.get(point, [])
+                                                if ok(n, point)]
+        profile.plugin_args = {"Reservation": {"enablePreemption": True}}
+        handle = PluginHandle(snapshot_source=lambda: self.snapshot)
+        self.fwk = Framework(profile, in_tree_registry(), handle)
+        self.plugin = self.fwk.plugins["Reservation"]
+        self.plugin.cache.add_reservation(r)
+        for o in owners:
+            self.plugin.cache.add_pod(o)
+
+    def candidate(self, p: dict):
+        """(victims' names or None, the status of the dry run) for pod ``p`` that failed Filter."""
+        from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+        from koordinator_roles.scheduler.framework.status import CycleState
+        from koordinator_roles.scheduler.framework.types import PodInfo
+        from koordinator_roles.scheduler.plugins.helper.reservationstate import STATE_KEY
+
+        state, pi, diagnosis = CycleState(), PodInfo(p), Diagnosis(self.snapshot)
+        pi, result, status = self.fwk.run_pre_filter(state, pi, self.snapshot)
+        assert status is None, status
+        rows = self.fwk.find_nodes_that_fit(state, pi, self.snapshot, result, diagnosis)
+        assert len(rows) == 0, "the preemptor must not fit before preemption"
+        best, status = self.plugin._preemption.find_candidate(state, pi, state.read(STATE_KEY), diagnosis)
+        victims = sorted(v.name for v in best.victims) if best is not None else None
+        return victims, status, state, pi, diagnosis
+
+
+def test_high_priority_owner_preempts_one_lower_owner_inside_the_reservation():
+    # low-a is younger: among equals the older one is reprieved first, so low-a is the one to go.
+    cluster = _PreemptCluster([_web("low-a", "2", 10, start="2026-01-02T00:00:00Z"),
+                               _web("low-b", "2", 10, start="2026-01-01T00:00:00Z")])
+    victims, status, state, pi, diagnosis = cluster.candidate(_web("high", "2", 100))
+    assert victims == ["low-a"] and status is None
+    # The whole PostFilter nominates the node (no API client here: nothing to delete).
+    result, status = cluster.fwk.run_post_filter(state, pi, diagnosis)
+    assert status.code == 0 and result.nominated_node_name == "n1"
+    # The trial's "preemptible" bookkeeping stays in the dry run's cloned state.
+    from koordinator_roles.scheduler.plugins.helper.reservationstate import STATE_KEY
+    assert state.read(STATE_KEY).preemptible == {}
+
+
+def test_disable_preemptible_owner_is_never_a_victim():
+    protected = {"scheduling.koordinator.sh/disable-preemptible": "true"}
+    # Without the label the lower-priority low-a would go; protected, low-b goes instead.
+    cluster = _PreemptCluster([_web("low-a", "2", 5, labels=protected), _web("low-b", "2", 10)])
+    victims, status, *_ = cluster.candidate(_web("high", "2", 100))
+    assert victims == ["low-b"], victims
+    # Both protected: preemption fails with Koordinator's message.
+    cluster = _PreemptCluster([_web("low-a", "2", 5, labels=protected), _web("low-b", "2", 10, labels=protected)])
+    victims, status, state, pi, diagnosis = cluster.candidate(_web("high", "2", 100))
+    assert victims is None and status.message() == "node(s) preemption failed due to insufficient resources"
+    _, status = cluster.fwk.run_post_filter(state, pi, diagnosis)
+    assert "node(s) preemption failed due to insufficient resources" in status.message()
+
+
+def test_equal_priority_and_non_owner_pods_are_not_victims():
+    cluster = _PreemptCluster([_web("peer-a", "2", 100), _web("peer-b", "2", 100)])
+    victims, status, *_ = cluster.candidate(_web("high", "2", 100))
+    assert victims is None and status.message() == "node(s) preemption failed due to insufficient resources"
+    # A pod the reservation does not own matches nothing: the plugin's PostFilter has nothing to do.
+    from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
+    from koordinator_roles.scheduler.framework.status import CycleState
+    from koordinator_roles.scheduler.framework.types import PodInfo
+
+    cluster = _PreemptCluster([_web("low-a", "2", 10), _web("low-b", "2", 10)])
+    state, pi = CycleState(), PodInfo(pod("stranger", NS, cpu="2", memory=None, priority=100))
+    pi, _, _ = cluster.fwk.run_pre_filter(state, pi, cluster.snapshot)
+    _, status = cluster.plugin.post_filter(state, pi, Diagnosis(cluster.snapshot))
+    assert status.code != 0 and not status.reasons
+
+
+def test_dry_run_room_of_a_victim_goes_back_to_its_reservation_only():
+    """RemovePod of an owner frees room inside its reservation: a pod that cannot use the reservation still
+    does not fit the node."""
+    from koordinator_roles.scheduler.framework.status import CycleState
+    from koordinator_roles.scheduler.framework.types import PodInfo
+
+    cluster = _PreemptCluster([_web("low-a", "2", 10), _web("low-b", "2", 10)])
+    # The stranger has unmatched reservations on the node (with owners), so the plugin keeps its state.
+    state, pi = CycleState(), PodInfo(pod("stranger", NS, cpu="2", memory=None, priority=100))
+    pi, _, status = cluster.fwk.run_pre_filter(state, pi, cluster.snapshot)
+    assert status is None and "Reservation" not in state.skip_filter_plugins
+    node = cluster.snapshot.get("n1").clone()
+    victim = next(p for p in node.pod_infos() if p.name == "low-a")
+    node.remove_pod(victim.uid)
+    assert cluster.fwk.run_pre_filter_remove_pod(state, pi, victim, node) is None
+    status = cluster.fwk.run_filter_plugins(state, pi, node)
+    assert status is not None and status.reasons == ["Insufficient cpu"], status
+    assert cluster.fwk.run_pre_filter_add_pod(state, pi, victim, node) is None
+
+
+PREEMPTION_CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    preFilter: {enabled: [{name: Reservation}]}
+    filter: {enabled: [{name: Reservation}]}
+    postFilter: {disabled: [{name: "*"}], enabled: [{name: Reservation}]}
+    preScore: {enabled: [{name: Reservation}]}
+    score: {enabled: [{name: Reservation, weight: 5000}]}
+    reserve: {enabled: [{name: Reservation}]}
+    preBind: {enabled: [{name: Reservation}]}
+    bind: {disabled: [{name: "*"}], enabled: [{name: Reservation}, {name: DefaultBinder}]}
+  pluginConfig:
+  - name: Reservation
+    args: {enablePreemption: true, gcIntervalSeconds: 1, resyncIntervalSeconds: 1}
+"""
+
+
+def test_high_priority_owner_preempts_a_shared_reservation_owner(fresh_crd_server, scheduler_api, tmp_path):
+    """A 4-cpu node fully held by a shared (allocateOnce false, Restricted) 4-cpu reservation with two 2-cpu
+    low-priority owners inside; one of them is protected by disable-preemptible. A high-priority owner evicts
+    the other one and lands in the reservation."""
+    api = scheduler_api
+    api.create(node("n1", cpu="4"))
+    path = tmp_path / "koord-scheduler-config.yaml"
+    path.write_text(PREEMPTION_CONFIG)
+    with InProcessScheduler(fresh_crd_server.kubeconfig, "--config", str(path)):
+        r = reservation("shared", "4", owners=[{"labelSelector": {"matchLabels": {"app": "web"}}}],
+                        allocate_once=False)
+        r["spec"]["allocatePolicy"] = "Restricted"
+        api.create(r)
+        wait_until(lambda: phase_of(api, "shared") == "Available", message="shared Available")
+        for name, value in (("rp-lowest", 1), ("rp-low", 10), ("rp-high", 100)):
+            try:
+                api.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                            "metadata": {"name": name}, "value": value})
+            except ApiError:
+                pass  # left by an earlier test on this server
+
+        def prio(name: str) -> dict:
+            return {"priorityClassName": name}
+
+        protected = {"app": "web", "scheduling.koordinator.sh/disable-preemptible": "true"}
+        api.create(pod("low-protected", NS, cpu="2", memory=None, labels=protected, spec=prio("rp-lowest")))
+        api.create(pod("low", NS, cpu="2", memory=None, labels={"app": "web"}, spec=prio("rp-low")))
+        for name in ("low-protected", "low"):
+            wait_until(lambda name=name: bound_to(api, name) == "n1", message=f"{name} bound")
+        wait_until(lambda: (get_r(api, "shared").get("status") or {}).get("allocated") == {"cpu": "4"},
+                   message="shared fully allocated")
+        api.create(pod("high", NS, cpu="2", memory=None, labels={"app": "web"}, spec=prio("rp-high")))
+        wait_until(lambda: bound_to(api, "high") == "n1", timeout=30, message="high bound after preemption")
+        allocated = json.loads(api.get("Pod", "high", NS)["metadata"]["annotations"][
+            rv.ANNOTATION_RESERVATION_ALLOCATED])
+        assert allocated["name"] == "shared"
+        # The unprotected lower-priority owner was the victim; the protected one (even lower) stays.
+        with pytest.raises(NotFound):
+            api.get("Pod", "low", NS)
+        assert bound_to(api, "low-protected") == "n1"
+        # Nothing left to take: an equal-priority owner cannot preempt and gets Koordinator's message.
+        api.create(pod("high-2", NS, cpu="2", memory=None, labels={"app": "web"}, spec=prio("rp-high")))
+        message = wait_until(lambda: unschedulable_message(api, "high-2"), message="high-2 unschedulable")
+        assert "node(s) preemption failed due to insufficient resources" in message, message

@@ -294,8 +294,8 @@ def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, A
     plugins plus Koordinator's at the points its default profile enables them (the shipped
     ``koord-scheduler-config`` has the same): SchedulingHint, Reservation (score weight 5000, binding
     reserve pods before DefaultBinder), NodeNUMAResource, DeviceShare, LoadAwareScheduling, Coscheduling
-    and ElasticQuota; PostFilter runs Coscheduling, ElasticQuota's quota preemption, then kube's
-    DefaultPreemption."""
+    and ElasticQuota; PostFilter runs Reservation's preemption (when its ``enablePreemption``), Coscheduling,
+    ElasticQuota's quota preemption, then kube's DefaultPreemption."""
     def enabled(*names: str) -> dict[str, Any]:
         return {"enabled": [{"name": n} for n in names]}
 
@@ -304,7 +304,8 @@ def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, A
         "preFilter": enabled("SchedulingHint", "Reservation", "NodeNUMAResource", "DeviceShare", "Coscheduling",
                              "ElasticQuota"),
         "filter": enabled("LoadAwareScheduling", "NodeNUMAResource", "DeviceShare", "Reservation"),
-        "postFilter": {"disabled": [{"name": "*"}], **enabled("Coscheduling", "ElasticQuota", "DefaultPreemption")},
+        "postFilter": {"disabled": [{"name": "*"}], **enabled("Reservation", "Coscheduling", "ElasticQuota",
+                                                              "DefaultPreemption")},
         "preScore": enabled("Reservation", "NodeNUMAResource", "DeviceShare", "Coscheduling"),
         "score": {"enabled": [{"name": "LoadAwareScheduling", "weight": 1}, {"name": "NodeNUMAResource", "weight": 1},
                               {"name": "DeviceShare", "weight": 1}, {"name": "Reservation", "weight": 5000},

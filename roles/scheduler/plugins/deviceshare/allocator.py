@@ -8,7 +8,7 @@ them onto the fullest device that still fits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 from koordinator.apis import device as dev
 from koordinator_roles.scheduler.plugins.deviceshare.request import DeviceRequest, PodDeviceRequests, fill_gpu_memory
@@ -51,8 +51,10 @@ def _fits(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
 
 
 def allocate_type(request: DeviceRequest, total: Mapping[int, Mapping[str, int]],
-                  free: Mapping[int, Mapping[str, int]], scorer: Scorer) -> tuple[tuple[int, Mapping[str, int]], ...] | None:
-    """``request.count`` devices of one type, best scored first (ties: lowest minor); None if too few fit.
+                  free: Mapping[int, Mapping[str, int]], scorer: Scorer,
+                  preferred: AbstractSet[int] = frozenset()) -> tuple[tuple[int, Mapping[str, int]], ...] | None:
+    """``request.count`` devices of one type: ``preferred`` minors first (a matched reservation's), then best
+    scored (ties: lowest minor); None if too few fit.
 
     A GPU allocation records gpu-memory and gpu-memory-ratio both, completed against each device.
     """
@@ -66,19 +68,23 @@ def allocate_type(request: DeviceRequest, total: Mapping[int, Mapping[str, int]]
             wanted = fill_gpu_memory(request.per_device, device_total)
         if wanted is None or not _fits(wanted, available):
             continue
-        candidates.append((-scorer.score(request.per_device, device_total, available), minor, wanted))
+        candidates.append((minor not in preferred, -scorer.score(request.per_device, device_total, available), minor,
+                           wanted))
     if len(candidates) < request.count:
         return None
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    return tuple((minor, wanted) for _, minor, wanted in candidates[:request.count])
+    candidates.sort(key=lambda c: c[:3])
+    return tuple((minor, wanted) for _, _, minor, wanted in candidates[:request.count])
 
 
 def allocate(requests: PodDeviceRequests, total: Mapping[str, Mapping[int, Mapping[str, int]]],
-             free: Mapping[str, Mapping[int, Mapping[str, int]]], scorer: Scorer) -> tuple[Allocation | None, str]:
-    """Every requested type's devices, or (None, the reason: ``Insufficient <type> devices``)."""
+             free: Mapping[str, Mapping[int, Mapping[str, int]]], scorer: Scorer,
+             preferred: Mapping[str, AbstractSet[int]] | None = None) -> tuple[Allocation | None, str]:
+    """Every requested type's devices, or (None, the reason: ``Insufficient <type> devices``);
+    ``preferred[type]``: minors taken first."""
     out: Allocation = {}
     for request in requests.by_type:
-        chosen = allocate_type(request, total.get(request.type, {}), free.get(request.type, {}), scorer)
+        chosen = allocate_type(request, total.get(request.type, {}), free.get(request.type, {}), scorer,
+                               (preferred or {}).get(request.type, frozenset()))
         if chosen is None:
             return None, f"Insufficient {request.type} devices"
         out[request.type] = chosen

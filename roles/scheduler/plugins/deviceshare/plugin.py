@@ -6,9 +6,16 @@ work is per node that has a Device object; nodes without one pass the Filter (Ko
 behaviour: NodeResourcesFit still checks the node's device allocatable). AddPod/RemovePod keep
 preemption's dry runs honest: a victim's devices count as free in the cycle state of the trial.
 
+Reservations (frameworkext hooks): a reserve pod's devices are allocated like any pod's and written
+on its Reservation at PreBind (PreBindReservation); the cache then counts them as held by the
+Reservation. For an owner pod, RestoreReservation records each matched reservation's remaining devices
+on the node; Filter passes when one reservation can give the devices (Restricted: only from its own,
+Aligned: its own first, then free ones) or the free devices can; FilterReservation answers for one
+reservation; Reserve takes them from the nominated reservation first.
+
 Not in this build: shared-resource templates, GPU partitions, topology scopes, joint allocation,
-VFs, the device-allocate-hint annotation, NUMA alignment with NodeNUMAResource, reservations
-(restore/filter/score/PreBindReservation) and ResizePod.
+VFs, the device-allocate-hint annotation, NUMA alignment with NodeNUMAResource, ResizePod, and
+rewriting a Reservation's allocatable to the devices it got.
 """
 
 from __future__ import annotations
@@ -22,10 +29,13 @@ import numpy as np
 
 from koordinator.apis import device as dev
 from koordinator.apis import quantity
+from koordinator.apis import reservation as rv
 from koordinator_roles.scheduler.framework.interfaces import (BatchFilterResult, ClusterEvent, EnqueueExtensions, Failure,
                                                               FilterPlugin, ForgetPodHandler, PreBindPlugin,
                                                               PreFilterExtensions, PreFilterPlugin,
-                                                              PreFilterResult, PreScorePlugin, ReservePlugin, ScorePlugin)
+                                                              PreFilterResult, PreScorePlugin, ReservationFilterPlugin,
+                                                              ReservationPreBindPlugin, ReservationRestorePlugin,
+                                                              ReservationScorePlugin, ReservePlugin, ScorePlugin)
 from koordinator_roles.scheduler.framework.status import SKIP, CycleState, Status
 from koordinator_roles.scheduler.framework.types import NodeInfo, PodInfo
 from koordinator_roles.scheduler.plugins.deviceshare.allocator import Allocation, Scorer, allocate, score_node
@@ -34,11 +44,13 @@ from koordinator_roles.scheduler.plugins.deviceshare.request import (DEVICE_RESO
                                                                      PodDeviceRequests, parse_requests)
 from koordinator_roles.scheduler.plugins.deviceshare.state import ByMinor, DeviceCache, NodeDevices
 from koordinator_roles.scheduler.plugins.helper.normalize import default_normalize_score
+from koordinator_roles.scheduler.plugins.helper.reservationstate import nominated_reservation
 
 NAME = "DeviceShare"
 _STATE_KEY = "PreFilter" + NAME
 _RESULT_KEY = "Reserve" + NAME
 _CACHE_KEY = NAME + "/requests"
+_RESTORE_KEY = "RestoreReservation" + NAME
 
 HAMI_CORE = "HAMi-core"
 HAMI_CORE_MISSING = "GPUIsolationProviderHAMICore not found on the node"
@@ -49,14 +61,17 @@ class _PodState:
     """The incoming pod's parsed requests, and the devices preemption's dry runs give back per node.
 
     ``released[node][type][minor]`` is added to the node's free amounts: the allocations of victims
-    removed by RemovePod (AddPod takes them away again).
+    removed by RemovePod (AddPod takes them away again). A victim allocated inside a reservation gives the
+    part on the reservation's devices back to that reservation: ``released_rr[node][reservation uid]``
+    when the pod matched it (else that part is not free for the pod at all).
     """
 
     requests: PodDeviceRequests
     released: dict[str, ByMinor] = field(default_factory=dict)
+    released_rr: dict[str, dict[str, ByMinor]] = field(default_factory=dict)
 
     def clone(self) -> "_PodState":
-        return _PodState(self.requests, copy.deepcopy(self.released))
+        return _PodState(self.requests, copy.deepcopy(self.released), copy.deepcopy(self.released_rr))
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,53 @@ class _Reserved:
 
     def clone(self) -> "_Reserved":
         return self
+
+
+@dataclass(frozen=True)
+class _Restored:
+    """RestoreReservation's result: node -> matched reservation uid -> (its remaining devices, allocate policy).
+    Written once in BeforePreFilter and only read afterwards."""
+
+    by_node: dict[str, dict[str, tuple[ByMinor, str]]]
+
+    def clone(self) -> "_Restored":
+        return self
+
+
+def _add_to(target: ByMinor, kind: str, minor: int, name: str, v: int) -> None:
+    if v:
+        acc = target.setdefault(kind, {}).setdefault(minor, {})
+        acc[name] = acc.get(name, 0) + v
+
+
+def _merge(free: ByMinor, extra: ByMinor) -> ByMinor:
+    """``free`` plus a reservation's remaining devices (a new mapping; the inputs are left as they are)."""
+    out = {kind: {minor: dict(r) for minor, r in by_minor.items()} for kind, by_minor in free.items()}
+    for kind, by_minor in extra.items():
+        target = out.setdefault(kind, {})
+        for minor, resources in by_minor.items():
+            acc = target.setdefault(minor, {})
+            for name, v in resources.items():
+                acc[name] = acc.get(name, 0) + v
+    return out
+
+
+def _add_released(ctx: "_PodState | None", node_name: str, free: ByMinor) -> None:
+    """Add the devices preemption's dry run freed on the node to ``free`` (a copy from the cache)."""
+    released = ctx.released.get(node_name) if ctx is not None else None
+    for kind, by_minor in (released or {}).items():
+        free_kind = free.get(kind, {})
+        for minor, resources in by_minor.items():
+            if minor in free_kind:
+                acc = free_kind[minor]
+                for name, v in resources.items():
+                    acc[name] = acc.get(name, 0) + v
+
+
+def _with_released(ctx: "_PodState | None", node_name: str, uid: str, remaining: ByMinor) -> ByMinor:
+    """A reservation's remaining devices plus what preemption's dry run gave back to it."""
+    back = (ctx.released_rr.get(node_name) or {}).get(uid) if ctx is not None else None
+    return _merge(remaining, back) if back else remaining
 
 
 def _parse(pod: PodInfo) -> tuple[PodDeviceRequests | None, str]:
@@ -87,7 +149,8 @@ def _format(name: str, v: int) -> str:
 
 
 class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin,
-                  EnqueueExtensions, ForgetPodHandler):
+                  EnqueueExtensions, ForgetPodHandler, ReservationRestorePlugin, ReservationFilterPlugin,
+                  ReservationScorePlugin, ReservationPreBindPlugin):
     """Koordinator's DeviceShare plugin (reference scheduler.md §2.6)."""
 
     name = NAME
@@ -110,6 +173,9 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
                                                      on_delete=self.cache.on_device_delete)
             informers.informer("Pod").add_handler(on_add=self.cache.on_pod, on_update=self.cache.on_pod_update,
                                                   on_delete=self.cache.on_pod_delete)
+            informers.informer("Reservation").add_handler(on_add=self.cache.on_reservation,
+                                                          on_update=self.cache.on_reservation_update,
+                                                          on_delete=self.cache.on_reservation_delete)
 
     def update_args(self, args: dict | None) -> None:
         """Hot reload: validate and swap the args (ValueError keeps the old ones); device state is kept."""
@@ -132,13 +198,21 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
         allocation = self.cache.pod_allocation(other.uid)
         if allocation is None or allocation.node != node.name:
             return
-        by_type = ctx.released.setdefault(node.name, {})
+        r_uid = allocation.reservation
+        held = self.cache.holding(r_uid, node.name) if r_uid else None
+        restored: _Restored | None = state.read(_RESTORE_KEY)
+        usable = held is not None and restored is not None and r_uid in (restored.by_node.get(node.name) or {})
+        to_free = ctx.released.setdefault(node.name, {})
+        to_rr = ctx.released_rr.setdefault(node.name, {}).setdefault(r_uid, {}) if usable else {}
         for kind, items in allocation.devices.items():
-            by_minor = by_type.setdefault(kind, {})
+            held_kind = (held or {}).get(kind, {})
             for minor, resources in items:
-                acc = by_minor.setdefault(minor, {})
+                held_here = held_kind.get(minor) or {}
                 for name, v in resources.items():
-                    acc[name] = acc.get(name, 0) + sign * v
+                    inside = min(v, held_here.get(name, 0))  # approximately: its use of the reserved devices
+                    _add_to(to_free, kind, minor, name, sign * (v - inside))
+                    if usable:
+                        _add_to(to_rr, kind, minor, name, sign * inside)
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
         """Preemption's dry run removed a victim: its devices count as free on that node."""
@@ -202,20 +276,27 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
             return None  # no Device object: nothing to allocate from, the node passes (Koordinator's rule)
         devices, free = view
         ctx: _PodState | None = state.read(_STATE_KEY)
-        released = ctx.released.get(node.name) if ctx is not None else None
-        if released:
-            for kind, by_minor in released.items():
-                free_kind = free.get(kind, {})
-                for minor, resources in by_minor.items():
-                    if minor in free_kind:
-                        acc = free_kind[minor]
-                        for name, v in resources.items():
-                            acc[name] = acc.get(name, 0) + v
+        _add_released(ctx, node.name, free)
         status = self._node_checks(pod, requests, node.labels, devices)
         if status is not None:
             return status
+        restored: _Restored | None = state.read(_RESTORE_KEY)
+        for uid, (remaining, policy) in ((restored.by_node.get(node.name) or {}).items() if restored else ()):
+            remaining = _with_released(ctx, node.name, uid, remaining)
+            if self._allocate_with(requests, devices.total, free, remaining, policy)[0] is not None:
+                return None  # a matched reservation can give the devices
         allocation, reason = allocate(requests, devices.total, free, self.scorer)
         return None if allocation is not None else Status.unschedulable(reason, plugin=NAME)
+
+    def _allocate_with(self, requests: PodDeviceRequests, total: ByMinor, free: ByMinor, remaining: ByMinor,
+                       policy: str) -> tuple[Any, str]:
+        """Allocate within a reservation: Restricted only from its remaining devices, otherwise from its
+        devices first and then the free ones."""
+        if policy == rv.POLICY_RESTRICTED:
+            return allocate(requests, total, remaining, self.scorer)
+        preferred = {kind: {m for m, r in by_minor.items() if any(v > 0 for v in r.values())}
+                     for kind, by_minor in remaining.items()}
+        return allocate(requests, total, _merge(free, remaining), self.scorer, preferred)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         requests = self._requests(state, pod)
@@ -296,15 +377,23 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
         requests = self._requests(state, pod)
         if requests is None:
             return None
+        reservation = nominated_reservation(state, node_name)
+        r_uid = getattr(reservation, "uid", "") or ""
         with self.cache.lock:  # the allocation and its accounting in one step
             view = self.cache.node_view(node_name)
             if view is None:
                 return None
             devices, free = view
-            allocation, reason = allocate(requests, devices.total, free, self.scorer)
+            remaining = self.cache.reservation_remaining(r_uid, node_name) if r_uid else None
+            if remaining is not None:
+                allocation, reason = self._allocate_with(requests, devices.total, free, remaining,
+                                                         getattr(reservation, "policy", ""))
+            else:
+                allocation, reason = allocate(requests, devices.total, free, self.scorer)
             if allocation is None:
                 return Status.unschedulable(reason, plugin=NAME)
-            self.cache.assume(pod.uid, node_name, allocation)
+            self.cache.assume(pod.uid, node_name, allocation, reservation=r_uid,
+                              holding=rv.is_reserve_pod(pod.pod))
         state.write(_RESULT_KEY, _Reserved(node_name, allocation))
         return None
 
@@ -318,8 +407,20 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str, modified: dict) -> Status | None:
         reserved: _Reserved | None = state.read(_RESULT_KEY)
+        if reserved is None or rv.is_reserve_pod(pod.pod):
+            return None  # a reserve pod's devices go on its Reservation (PreBindReservation)
+        self._write_allocated(reserved, modified)
+        return None
+
+    def pre_bind_reservation(self, state: CycleState, reservation: dict, node_name: str) -> Status | None:
+        """The devices the reserve pod got are written on the Reservation (``device-allocated``)."""
+        reserved: _Reserved | None = state.read(_RESULT_KEY)
         if reserved is None:
             return None
+        self._write_allocated(reserved, reservation)
+        return None
+
+    def _write_allocated(self, reserved: "_Reserved", modified: dict) -> None:
         with self.cache.lock:
             devices = self.cache.nodes.get(reserved.node)
             ids = devices.ids if devices is not None else {}
@@ -332,7 +433,62 @@ class DeviceShare(PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePl
         if annotations is None:
             annotations = meta["annotations"] = {}
         annotations[dev.ANNOTATION_DEVICE_ALLOCATED] = dev.format_device_allocated(annotation)
-        return None
+
+    # -- Reservations (frameworkext ReservationRestorePlugin / ReservationFilterPlugin / ReservationScorePlugin)
+
+    def restore_reservation(self, state: CycleState, pod: PodInfo, matched: list, unmatched: list,
+                            node: NodeInfo) -> tuple[Any, Status | None]:
+        """Record the remaining devices of each matched reservation on this node (owner pods with device
+        requests only; the others cost one set test)."""
+        if DEVICE_RESOURCES.isdisjoint(pod.requests):
+            return None, None
+        found: dict[str, tuple[ByMinor, str]] = {}
+        for info in matched:
+            uid = getattr(info, "uid", "")
+            remaining = self.cache.reservation_remaining(uid, node.name) if uid else None
+            if remaining is not None:
+                found[uid] = (remaining, getattr(info, "policy", ""))
+        if found:
+            restored: _Restored | None = state.read(_RESTORE_KEY)
+            if restored is None:
+                restored = _Restored({})
+                state.write(_RESTORE_KEY, restored)
+            restored.by_node[node.name] = found
+        return None, None
+
+    def _reservation_devices(self, state: CycleState, reservation: Any, node_name: str) -> tuple[ByMinor, str] | None:
+        restored: _Restored | None = state.read(_RESTORE_KEY)
+        if restored is None:
+            return None
+        return (restored.by_node.get(node_name) or {}).get(getattr(reservation, "uid", ""))
+
+    def filter_reservation(self, state: CycleState, pod: PodInfo, reservation: Any, node_name: str) -> Status | None:
+        """Can this reservation (its devices, plus the free ones unless Restricted) give the pod its devices?"""
+        requests = self._requests(state, pod)
+        held = self._reservation_devices(state, reservation, node_name) if requests is not None else None
+        if held is None:
+            return None  # it reserves no devices: the node's free devices are Filter's business
+        ctx: _PodState | None = state.read(_STATE_KEY)
+        view = self.cache.node_view(node_name)
+        if view is None:
+            return None
+        devices, free = view
+        _add_released(ctx, node_name, free)
+        remaining = _with_released(ctx, node_name, getattr(reservation, "uid", ""), held[0])
+        allocation, reason = self._allocate_with(requests, devices.total, free, remaining, held[1])
+        return None if allocation is not None else Status.unschedulable(reason, plugin=NAME)
+
+    def score_reservation(self, state: CycleState, pod: PodInfo, reservation: Any, node_name: str) -> int:
+        """The device scorer on the reservation's own devices (0 when it reserves none)."""
+        requests = self._requests(state, pod)
+        held = self._reservation_devices(state, reservation, node_name) if requests is not None else None
+        view = self.cache.node_view(node_name) if held is not None else None
+        if view is None:
+            return 0
+        # The scorer over the reservation's devices only: their totals against what is left of them.
+        totals = view[0].total
+        total = {kind: {m: totals.get(kind, {}).get(m, {}) for m in by_minor} for kind, by_minor in held[0].items()}
+        return min(100, score_node(requests, total, held[0], self.scorer))
 
 
 def new(args: dict | None, handle: Any) -> DeviceShare:

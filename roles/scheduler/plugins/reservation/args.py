@@ -68,11 +68,12 @@ def parse_args(args: Mapping[str, Any] | None) -> ReservationArgs:
     args = args or {}
     out = ReservationArgs()
     out.enable_preemption = _bool(args, "enablePreemption", False)
-    if out.enable_preemption:
-        raise ValueError("enablePreemption: Unsupported value: true: reservation-aware preemption is not "
-                         "implemented in this build")
     out.min_candidate_nodes_percentage = _int(args, "minCandidateNodesPercentage", 10, 0, 100)
     out.min_candidate_nodes_absolute = _int(args, "minCandidateNodesAbsolute", 100, 0)
+    if out.min_candidate_nodes_percentage == 0 and out.min_candidate_nodes_absolute == 0:
+        # Upstream's rule: the preemption dry run would look for no candidate at all.
+        raise ValueError("minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same time as "
+                         "minCandidateNodesAbsolute")
     out.controller_workers = _int(args, "controllerWorkers", 1, 1)
     out.gc_duration_seconds = _int(args, "gcDurationSeconds", 86400, 0)
     out.gc_interval_seconds = _int(args, "gcIntervalSeconds", 60, 1)

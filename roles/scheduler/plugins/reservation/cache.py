@@ -132,6 +132,11 @@ class ReservationCache:
         info = self._infos.get(uid)
         return info.allocated if info is not None else {}
 
+    def reservation_of_pod(self, pod_uid: str) -> str:
+        """UID of the reservation the pod is assigned to ("" = none)."""
+        entry = self._pod_reservation.get(pod_uid)
+        return entry[0] if entry is not None else ""
+
     def owners_of(self, uid: str) -> list[str]:
         """Keys of the pods assigned to the reservation."""
         info = self._infos.get(uid)

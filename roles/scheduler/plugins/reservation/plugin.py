@@ -8,6 +8,11 @@ this plugin's Filter then checks that one reservation's room (Aligned/Restricted
 prefers nodes with a suitable reservation, Reserve assigns the pod to the nominated reservation and
 PreBind writes ``reservation-allocated`` on it. Reserve pods are bound by :meth:`Reservation.bind`
 (the Reservation's status), never by DefaultBinder.
+
+Preemption: RemovePod/AddPod keep Koordinator's "preemptible" accounting for any dry run (an evicted
+owner's room goes back to its reservation, usable only by pods that match it), and with
+``enablePreemption`` PostFilter evicts lower-priority owners inside the matched reservations
+(``preemption.py``).
 """
 
 from __future__ import annotations
@@ -63,11 +68,21 @@ class _State:
     nominated: dict[str, ReservationInfo | None] = field(default_factory=dict)
     preferred_node: str = ""
     assumed: ReservationInfo | None = None
+    # Preemption's dry runs (RemovePod/AddPod): node -> reservation uid -> requests / number of the owner
+    # pods taken out of it (Koordinator's ``preemptibleInRRs``); their room goes back to that reservation.
+    preemptible: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    preemptible_pods: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def clone(self) -> "_State":
         out = _State(**self.__dict__)
         out.nominated = dict(self.nominated)
+        out.preemptible = {n: {u: dict(r) for u, r in by_r.items()} for n, by_r in self.preemptible.items()}
+        out.preemptible_pods = {n: dict(c) for n, c in self.preemptible_pods.items()}
         return out
+
+    def preempted(self, node_name: str, uid: str) -> dict[str, int]:
+        """Requests of the owner pods the dry run took out of reservation ``uid`` on the node."""
+        return (self.preemptible.get(node_name) or {}).get(uid) or {}
 
 
 def _display(name: str, milli: int) -> int:
@@ -75,9 +90,9 @@ def _display(name: str, milli: int) -> int:
     return milli if name == CPU else -(-milli // 1000)
 
 
-class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, fi.PreScorePlugin, fi.ScorePlugin,
-                  fi.ReservePlugin, fi.PreBindPlugin, fi.BindPlugin, fi.ReservationNominator,
-                  fi.ReservationScorePlugin, fi.ControllerProvider):
+class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.PreFilterExtensions, fi.FilterPlugin,
+                  fi.PostFilterPlugin, fi.PreScorePlugin, fi.ScorePlugin, fi.ReservePlugin, fi.PreBindPlugin,
+                  fi.BindPlugin, fi.ReservationNominator, fi.ReservationScorePlugin, fi.ControllerProvider):
     """Koordinator's Reservation plugin (reference §2.3)."""
 
     name = NAME
@@ -90,6 +105,11 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
         self.reserve_pods: ReservePodSource | None = None
         self._restore_plugins: list[Any] | None = None
         self._controllers: list[Any] = []
+        self._preemption: Any = None
+        if self.args.enable_preemption:
+            from koordinator_roles.scheduler.plugins.reservation.preemption import ReservationPreemption
+
+            self._preemption = ReservationPreemption(self, handle)
         # Snapshot rows this plugin rewrote in the last cycle: (node, original NodeInfo, the rewritten one).
         self._rewritten: list[tuple[str, NodeInfo, NodeInfo]] = []
         informers = getattr(handle, "informers", None)
@@ -218,9 +238,46 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
             if not st.matched:
                 return None, Status(UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_AFFINITY)
             return fi.PreFilterResult(set(st.matched)), None
-        if not st.matched:
+        if not st.matched and not st.unmatched:
             return None, Status.skip()
         return None, None
+
+    # -- PreFilter extensions: preemption's dry runs -------------------------------------------------------
+
+    def pre_filter_extensions(self) -> fi.PreFilterExtensions:
+        return self
+
+    def _dry_run_change(self, state: CycleState, other: PodInfo, node: NodeInfo, sign: int) -> None:
+        """An owner pod taken out of (sign +1) or put back into (-1) its reservation by a dry run."""
+        st: _State | None = state.read(STATE_KEY)
+        if st is None or st.reserve_pod:
+            return
+        uid = self.cache.reservation_of_pod(other.uid)
+        info = self.cache.get(uid) if uid else None
+        if info is None or info.node_name != node.name:
+            return
+        acc = st.preemptible.setdefault(node.name, {}).setdefault(uid, {})
+        for name, v in other.requests.items():
+            acc[name] = acc.get(name, 0) + sign * v
+        counts = st.preemptible_pods.setdefault(node.name, {})
+        counts[uid] = counts.get(uid, 0) + sign
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status | None:
+        self._dry_run_change(state, to_remove, node, +1)
+        return None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status | None:
+        self._dry_run_change(state, to_add, node, -1)
+        return None
+
+    # -- PostFilter: reservation-aware preemption ----------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    statuses: Any) -> tuple[fi.PostFilterResult | None, Status | None]:
+        st: _State | None = state.read(STATE_KEY)
+        if self._preemption is None or st is None or st.reserve_pod or st.ignored or not st.matched:
+            return None, Status(UNSCHEDULABLE)  # nothing in a reservation to preempt for this pod
+        return self._preemption.preempt_in_reservations(state, pod, st, statuses)
 
     def _check_reservation(self, name: str) -> Status | None:
         store = getattr(self.reservation_informer, "store", None)
@@ -304,13 +361,15 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
                 return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_POLICY_CONFLICT)
         return None
 
-    def _fits_node(self, st: _State, node: NodeInfo, room: dict[str, int]) -> list[str]:
-        """Node fit counting ``room`` (one reservation's restored amount) as free, the other matched
-        reservations' room as used (``fitsNode``)."""
+    def _fits_node(self, st: _State, node: NodeInfo, room: dict[str, int], tried: str = "") -> list[str]:
+        """Node fit counting ``room`` (reservation ``tried``'s restored amount) as free, the other matched
+        reservations' room as used (``fitsNode``). Owner pods a preemption dry run took out of reservations
+        other than ``tried`` free room only inside those reservations: it stays used for this pod."""
         reasons: list[str] = []
         if len(node.pods) + 1 > node.allowed_pods:
             reasons.append("Too many pods")
         restored = st.restored.get(node.name) or {}
+        preempted = [amounts for uid, amounts in (st.preemptible.get(node.name) or {}).items() if uid != tried]
         for name, request in st.requests.items():
             if request <= 0 or name == "pods" or (name not in (CPU, MEMORY, EPHEMERAL_STORAGE)
                                                    and self.args.ignores(name)):
@@ -318,14 +377,18 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
             used = node.requested.get(name, 0) - room.get(name, 0)
             for amounts in restored.values():
                 used += amounts.get(name, 0)
+            for amounts in preempted:
+                used += amounts.get(name, 0)
             if request > node.allocatable.get(name, 0) - used:
                 reasons.append(f"Insufficient {name}")
         return reasons
 
     def _fits_reservation(self, st: _State, info: ReservationInfo, detailed: bool) -> list[str]:
-        """Restricted policy: the pod's restricted requests within the reservation's room (``fitsReservation``)."""
+        """Restricted policy: the pod's restricted requests within the reservation's room (``fitsReservation``);
+        owners a preemption dry run took out (``preemptibleInRR``) do not count as used."""
         reasons: list[str] = []
-        allocated = info.allocated
+        preempted = st.preempted(info.node_name, info.uid)
+        allocated = {k: v - preempted.get(k, 0) for k, v in info.allocated.items()}
         for name in rv.restricted_resources(info.obj, info.allocatable):
             request = st.requests.get(name, 0)
             if request <= 0 or self.args.ignores(name):
@@ -339,7 +402,8 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
                 else:
                     reasons.append(f"Reservation(s) Insufficient {name}")
         pods = info.allocatable.get("pods", 0) // 1000
-        if pods and len(info.assigned) + 1 > pods:
+        assigned = len(info.assigned) - (st.preemptible_pods.get(info.node_name) or {}).get(info.uid, 0)
+        if pods and assigned + 1 > pods:
             reasons.append("Reservation(s) Too many pods")
         return reasons
 
@@ -347,7 +411,7 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
                              info: ReservationInfo) -> tuple[list[str], list[str]]:
         """(node reasons, reservation reasons) why ``info`` cannot take the pod on ``node``; both empty: it can."""
         room = (st.restored.get(node.name) or {}).get(info.uid, {})
-        node_reasons = self._fits_node(st, node, room)
+        node_reasons = self._fits_node(st, node, room, info.uid)
         if node_reasons:
             return node_reasons, []
         if info.policy == rv.POLICY_RESTRICTED:
@@ -372,7 +436,13 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
 
     def _filter_node(self, st: _State, pod: PodInfo, node: NodeInfo, state: CycleState | None = None) -> Status | None:
         if node.name not in st.matched:
-            return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_AFFINITY) if st.has_affinity else None
+            if st.has_affinity:
+                return Status(UNSCHEDULABLE_AND_UNRESOLVABLE, MSG_AFFINITY)
+            if st.preemptible.get(node.name):
+                # A dry run took owners out of reservations the pod cannot use: their room is not free for it.
+                reasons = self._fits_node(st, node, {})
+                return Status(UNSCHEDULABLE, *reasons) if reasons else None
+            return None
         if st.ignored:
             return None
         node_reasons: list[str] = []
@@ -443,6 +513,10 @@ class Reservation(fi.PreFilterTransformer, fi.PreFilterPlugin, fi.FilterPlugin, 
         """MostAllocated over the reservation: fuller reservations first (0..100)."""
         info: ReservationInfo = reservation
         allocated = info.allocated
+        st: _State | None = state.read(STATE_KEY) if state is not None else None
+        preempted = st.preempted(info.node_name, info.uid) if st is not None else {}
+        if preempted:
+            allocated = {k: v - preempted.get(k, 0) for k, v in allocated.items()}
         total, count = 0, 0
         for name, capacity in info.allocatable.items():
             if capacity <= 0:
