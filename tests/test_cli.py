@@ -187,14 +187,16 @@ def test_role_not_implemented_exits_1_with_one_line(role, capsys):
 
 
 def test_not_implemented_from_the_real_binary_connects_nowhere(tmp_path):
-    if roles.is_implemented("descheduler"):
-        pytest.skip("descheduler is implemented")
+    missing = next((r for r in ALL_ROLES if not roles.is_implemented(r)), None)
+    if missing is None:
+        pytest.skip("every role is implemented")
     # A kubeconfig pointing at nothing: the role must fail before any connection attempt.
-    proc = subprocess.run([sys.executable, "-m", "koordinator", "--role=descheduler",
+    env = {**os.environ, "NODE_NAME": "node-a"}  # a node role needs its node before anything else
+    proc = subprocess.run([sys.executable, "-m", "koordinator", f"--role={missing}",
                            "--kubeconfig", str(tmp_path / "missing")],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
     assert proc.returncode == 1
-    assert proc.stderr == "koordinator: role 'descheduler' is not implemented in this build yet\n"
+    assert proc.stderr == f"koordinator: role {missing!r} is not implemented in this build yet\n"
 
 
 def test_roles_helpers():
@@ -230,11 +232,12 @@ def register(runtime, options):
 
 @pytest.fixture
 def fake_role(tmp_path, monkeypatch):
-    """A `koordinator_roles.descheduler` package of the test's own (a role this build lacks so far; roles.__path__ gets the temp dir)."""
+    """A `koordinator_roles.descheduler` package of the test's own, found before the real one
+    (roles.__path__ gets the temp dir first)."""
     pkg = tmp_path / "fake_roles" / "descheduler"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(FAKE_ROLE)
-    monkeypatch.setattr(roles, "__path__", [*roles.__path__, str(tmp_path / "fake_roles")])
+    monkeypatch.setattr(roles, "__path__", [str(tmp_path / "fake_roles"), *roles.__path__])
     monkeypatch.delitem(sys.modules, "koordinator_roles.descheduler", raising=False)
     yield
     sys.modules.pop("koordinator_roles.descheduler", None)
@@ -323,7 +326,7 @@ def test_role_flags_and_options_fields_must_match(fake_role, monkeypatch):
 WRAPPER = textwrap.dedent('''
     import sys
     import koordinator_roles as roles
-    roles.__path__.append(sys.argv.pop(1))
+    roles.__path__.insert(0, sys.argv.pop(1))  # the fake role package before the real one
     from koordinator.cli import main
     sys.exit(main(sys.argv[1:]))
 ''')

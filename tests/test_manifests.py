@@ -39,11 +39,13 @@ WORKLOADS = {
     "koord-manager": ("manager", "koord-manager", "Deployment"),
     "koord-scheduler": ("scheduler", "koord-scheduler", "Deployment"),
     "koordlet": ("koordlet", "koordlet", "DaemonSet"),
+    "koord-descheduler": ("descheduler", "koord-descheduler", "Deployment"),
 }
-LEADER_ELECTED = {"koord-manager": "koordinator-manager", "koord-scheduler": "koord-scheduler"}
+LEADER_ELECTED = {"koord-manager": "koordinator-manager", "koord-scheduler": "koord-scheduler",
+                  "koord-descheduler": "koord-descheduler"}
 HOST_AGENTS = {"koordlet"}
 
-DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koordlet-config"]
+DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koordlet-config", "koord-descheduler-config"]
 
 Obj = dict[str, Any]
 
@@ -377,6 +379,10 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
         assert not _allows_any_name(k, "", resource, verb), resource
     assert not _allows(k, "slo.koordinator.sh", "nodemetrics", "update"), "koordlet writes NodeMetric status only"
     assert not _allows(k, "", "nodes", "update") and not _allows(k, "", "pods", "delete")
+    d = _rules(objects, "ClusterRole", "koord-descheduler")
+    for group, resource, verb in [("", "nodes", "watch"), ("", "pods", "watch"), ("", "pods/eviction", "create"),
+                                  ("scheduling.k8s.io", "priorityclasses", "get"), ("", "events", "create")]:
+        assert _allows(d, group, resource, verb), (resource, verb)
 
 
 # -- webhooks and priority classes -------------------------------------------------------------
