@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from koordinator_roles.descheduler.local import local_setup  # noqa: F401  (the role contract's hook for `koordinator local`)
@@ -39,19 +38,10 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                             "to FILE and exit")
 
 
-def config_file(path: str) -> str:
-    """A mounted ConfigMap directory holds one key: the configuration file inside it."""
-    if os.path.isdir(path):
-        keys = sorted(k for k in os.listdir(path) if not k.startswith(".."))
-        if len(keys) != 1:
-            raise ValueError(f"--config {path}: a directory must hold exactly one configuration file, found "
-                             f"{', '.join(keys) or 'none'}")
-        return os.path.join(path, keys[0])
-    return path
-
 
 def load_configuration(path: str | None, registry: Any = None) -> Any:
     """The DeschedulerConfiguration of ``--config`` (or the default one); ValueError naming the fields."""
+    from koordinator.runtime.componentconfig import config_file
     from koordinator_roles.descheduler import config as cfg
     from koordinator_roles.descheduler.plugins import in_tree_registry
 

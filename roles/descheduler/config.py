@@ -30,6 +30,7 @@ import yaml
 from koordinator.apis import schemas
 from koordinator.apis.config_documents import validate_document
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
+from koordinator.runtime.componentconfig import kube_wording, leader_election
 from koordinator.runtime.options import parse_addr, parse_duration
 
 DOCUMENT = "koord-descheduler-config"
@@ -211,7 +212,7 @@ def parse(document: dict | None, *, registry_names: Iterable[str] = ()) -> Desch
     doc, field_errors = validate_document(DOCUMENT, document)
     field_errors = [e for e in field_errors if not _unknown_name_error(e, names)]
     if field_errors:
-        raise ConfigError(_wording(field_errors))
+        raise ConfigError(kube_wording(field_errors))
     doc = copy.deepcopy(doc)
     errors: list[str] = []
     profiles_doc = doc.get("profiles") or []
@@ -221,7 +222,7 @@ def parse(document: dict | None, *, registry_names: Iterable[str] = ()) -> Desch
         profiles_doc[0]["name"] = DEFAULT_PROFILE_NAME
     doc["profiles"] = profiles_doc
 
-    leader = _leader_election(doc["leaderElection"], errors)
+    leader = leader_election(doc["leaderElection"], errors)
     for key in ("healthzBindAddress", "metricsBindAddress"):
         doc[key] = _bind_address(key, doc[key], errors)
     _selector("nodeSelector", doc.get("nodeSelector"), errors)
@@ -283,43 +284,6 @@ def effective_document(config: DeschedulerConfiguration) -> dict[str, Any]:
                          for name, args in sorted(p.plugin_args.items())],
     } for p in config.profiles]
     return doc
-
-
-def _wording(field_errors: list) -> list[str]:
-    out = []
-    for e in field_errors:
-        message = e.message
-        # The list-map check words a repeated pluginConfig entry with the whole item; kube names the plugin.
-        if ".pluginConfig[" in e.path and e.path.endswith("]") and message.startswith("Duplicate value: {"):
-            try:
-                message = f"Duplicate value: {json.dumps(json.loads(message[len('Duplicate value: '):])['name'])}"
-            except (ValueError, KeyError, TypeError):
-                pass
-        out.append(f"{e.path}: {message}" if e.path else message)
-    return out
-
-
-def _leader_election(raw: dict, errors: list[str]) -> dict[str, Any]:
-    out = dict(raw)
-    bad: set[str] = set()
-    for key in ("leaseDuration", "renewDeadline", "retryPeriod"):
-        try:
-            out[key] = _seconds(raw[key])
-        except ValueError:  # a negative duration; its syntax passed the schema
-            out[key] = 0.0
-        if out[key] <= 0:
-            bad.add(key)
-    if not out["leaderElect"]:
-        return out  # component-base checks the election settings only when the election is on
-    errors += [f"leaderElection.{key}: Invalid value: {json.dumps(raw[key])}: must be greater than zero"
-               for key in ("leaseDuration", "renewDeadline", "retryPeriod") if key in bad]
-    if not bad & {"leaseDuration", "renewDeadline"} and out["leaseDuration"] <= out["renewDeadline"]:
-        errors.append(f"leaderElection.leaseDuration: Invalid value: {json.dumps(raw['renewDeadline'])}: "
-                      "LeaseDuration must be greater than RenewDeadline")
-    for key in ("resourceName", "resourceNamespace"):
-        if not out.get(key):
-            errors.append(f"leaderElection.{key}: Required value")
-    return out
 
 
 def _bind_address(key: str, value: str, errors: list[str]) -> str:

@@ -41,28 +41,16 @@ def load_configuration(path: str | None, registry: Any = None) -> Any:
 
     ``registry``: the plugins that may be enabled (default: the in-tree ones; tests add their own).
     """
+    from koordinator.runtime.componentconfig import config_file
     from koordinator_roles.scheduler import config as cfg
     from koordinator_roles.scheduler.plugins import NOT_IMPLEMENTED, in_tree_registry
 
-    file = _config_file(path) if path else None
+    file = config_file(path) if path else None
     kwargs = dict(registry_names=set((registry or in_tree_registry()).names()), not_implemented=NOT_IMPLEMENTED)
     try:
         return cfg.load_file(file, **kwargs) if file else cfg.default_configuration(**kwargs)
     except cfg.ConfigError as err:
         raise ValueError(f"--config {path}: {err}" if path else str(err)) from None
-
-
-def _config_file(path: str) -> str:
-    """A mounted ConfigMap directory holds one key: the configuration file inside it."""
-    import os
-
-    if os.path.isdir(path):
-        keys = sorted(k for k in os.listdir(path) if not k.startswith(".."))
-        if len(keys) != 1:
-            raise ValueError(f"--config {path}: a directory must hold exactly one configuration file, found "
-                             f"{', '.join(keys) or 'none'}")
-        return os.path.join(path, keys[0])
-    return path
 
 
 def apply_configuration(config: Any, options: Any) -> None:

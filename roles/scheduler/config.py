@@ -28,7 +28,7 @@ import yaml
 
 from koordinator.apis import schemas
 from koordinator.apis.config_documents import validate_document
-from koordinator.runtime.options import parse_duration
+from koordinator.runtime.componentconfig import kube_wording, leader_election
 
 DOCUMENT = "koord-scheduler-config"
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -244,7 +244,7 @@ def parse(document: dict | None, *, registry_names: set[str], not_implemented: d
     # The schema knows koord-scheduler's plugin names; plugins registered out of tree are ours too.
     field_errors = [e for e in field_errors if not _registered_name_error(e, registry_names)]
     if field_errors:
-        raise ConfigError(_kube_wording(field_errors))
+        raise ConfigError(kube_wording(field_errors))
     doc = copy.deepcopy(doc)
     errors: list[str] = []
     if not doc.get("profiles"):
@@ -254,7 +254,7 @@ def parse(document: dict | None, *, registry_names: set[str], not_implemented: d
     if doc["podMaxBackoffSeconds"] < doc["podInitialBackoffSeconds"]:
         errors.append(f"podMaxBackoffSeconds: Invalid value: {doc['podMaxBackoffSeconds']}: "
                       "must be greater than or equal to PodInitialBackoffSeconds")
-    leader = _leader_election(doc["leaderElection"], errors)
+    leader = leader_election(doc["leaderElection"], errors)
 
     profiles = [_profile(i, raw, registry_names, not_implemented, implements, errors)
                 for i, raw in enumerate(doc["profiles"])]
@@ -322,44 +322,6 @@ def default_profile(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> dict[str, A
 def default_configuration(**kwargs: Any) -> SchedulerConfiguration:
     """The configuration without a ``--config`` file: one ``koord-scheduler`` :func:`default_profile`."""
     return parse({"apiVersion": API_VERSION, "kind": KIND, "profiles": [default_profile()]}, **kwargs)
-
-
-def _kube_wording(field_errors: list) -> list[str]:
-    # The structural engine words a repeated pluginConfig entry with the whole item; kube names the plugin.
-    out = []
-    for e in field_errors:
-        message = e.message
-        if ".pluginConfig[" in e.path and e.path.endswith("]") and message.startswith("Duplicate value: {"):
-            try:
-                message = f"Duplicate value: {json.dumps(json.loads(message[len('Duplicate value: '):])['name'])}"
-            except (ValueError, KeyError, TypeError):
-                pass
-        out.append(f"{e.path}: {message}" if e.path else message)
-    return out
-
-
-def _leader_election(raw: dict, errors: list[str]) -> dict[str, Any]:
-    out = dict(raw)
-    bad: set[str] = set()
-    for key in ("leaseDuration", "renewDeadline", "retryPeriod"):
-        try:
-            out[key] = parse_duration(str(raw[key]))
-        except Exception:  # noqa: BLE001 — a negative duration; its syntax passed the schema
-            out[key] = 0.0
-        if out[key] <= 0:
-            bad.add(key)
-    # component-base checks the election settings only when the election is on.
-    if not out["leaderElect"]:
-        return out
-    errors += [f"leaderElection.{key}: Invalid value: {json.dumps(raw[key])}: must be greater than zero"
-               for key in ("leaseDuration", "renewDeadline", "retryPeriod") if key in bad]
-    if not bad & {"leaseDuration", "renewDeadline"} and out["leaseDuration"] <= out["renewDeadline"]:
-        errors.append(f"leaderElection.leaseDuration: Invalid value: {json.dumps(raw['renewDeadline'])}: "
-                      "LeaseDuration must be greater than RenewDeadline")
-    for key in ("resourceName", "resourceNamespace"):
-        if not out.get(key):
-            errors.append(f"leaderElection.{key}: Required value")
-    return out
 
 
 def _refs(entries: list | None) -> list[PluginRef]:

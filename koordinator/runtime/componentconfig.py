@@ -1,0 +1,64 @@
+"""What the component configuration files of the scheduler and the descheduler share (kube's component-base):
+the ``leaderElection`` section's checks, kube's wording of schema errors, and ``--config`` given as a mounted
+ConfigMap directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from koordinator.runtime.options import parse_duration
+
+_DURATIONS = ("leaseDuration", "renewDeadline", "retryPeriod")
+
+
+def leader_election(raw: dict, errors: list[str]) -> dict[str, Any]:
+    """The ``leaderElection`` section with its durations in seconds; component-base's errors appended to
+    ``errors`` (checked only when the election is on, as component-base does)."""
+    out = dict(raw)
+    bad: set[str] = set()
+    for key in _DURATIONS:
+        try:
+            out[key] = parse_duration(str(raw[key]))
+        except (ValueError, TypeError):  # a negative duration; its syntax passed the schema
+            out[key] = 0.0
+        if out[key] <= 0:
+            bad.add(key)
+    if not out["leaderElect"]:
+        return out
+    errors += [f"leaderElection.{key}: Invalid value: {json.dumps(raw[key])}: must be greater than zero"
+               for key in _DURATIONS if key in bad]
+    if not bad & {"leaseDuration", "renewDeadline"} and out["leaseDuration"] <= out["renewDeadline"]:
+        errors.append(f"leaderElection.leaseDuration: Invalid value: {json.dumps(raw['renewDeadline'])}: "
+                      "LeaseDuration must be greater than RenewDeadline")
+    for key in ("resourceName", "resourceNamespace"):
+        if not out.get(key):
+            errors.append(f"leaderElection.{key}: Required value")
+    return out
+
+
+def kube_wording(field_errors: list) -> list[str]:
+    """``path: message`` lines; the structural engine words a repeated pluginConfig entry with the whole item,
+    kube names the plugin."""
+    out = []
+    for e in field_errors:
+        message = e.message
+        if ".pluginConfig[" in e.path and e.path.endswith("]") and message.startswith("Duplicate value: {"):
+            try:
+                message = f"Duplicate value: {json.dumps(json.loads(message[len('Duplicate value: '):])['name'])}"
+            except (ValueError, KeyError, TypeError):
+                pass
+        out.append(f"{e.path}: {message}" if e.path else message)
+    return out
+
+
+def config_file(path: str) -> str:
+    """``--config`` as a file: a mounted ConfigMap directory holds one key, the configuration file inside it."""
+    if os.path.isdir(path):
+        keys = sorted(k for k in os.listdir(path) if not k.startswith(".."))
+        if len(keys) != 1:
+            raise ValueError(f"--config {path}: a directory must hold exactly one configuration file, found "
+                             f"{', '.join(keys) or 'none'}")
+        return os.path.join(path, keys[0])
+    return path
