@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -92,9 +93,9 @@ def pods_of(cluster: Cluster, app: str) -> list[dict]:
             if not p["metadata"].get("deletionTimestamp")]
 
 
-def _debug(cluster):
-    import sys
-    print("DEBUG", node_cpu_percent(cluster, HOT), node_cpu_percent(cluster, COLD),
+def _print_state(cluster: Cluster) -> None:
+    """What the scenario saw, for a failure's report: usage, where the BE pods are, the jobs, the descheduler's log."""
+    print("state:", node_cpu_percent(cluster, HOT), node_cpu_percent(cluster, COLD),
           [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods_of(cluster, "be")],
           [(j["spec"]["podRef"]["name"], (j.get("status") or {}).get("phase"), (j.get("status") or {}).get("message"))
            for j in jobs(cluster)], descheduler_log(cluster)[-3000:], file=sys.stderr)
@@ -104,11 +105,11 @@ def test_dry_run_then_low_node_load_moves_be_pods_to_the_cold_node(cluster):
     try:
         _scenario(cluster)
     except AssertionError:
-        _debug(cluster)
+        _print_state(cluster)
         raise
 
 
-def _scenario(cluster):
+def _scenario(cluster: Cluster) -> None:
     cluster.kubectl("cordon", COLD)
     cluster.apply(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
     # Latency-sensitive pods pinned to the hot node: bare pods, which the MigrationController never moves.
