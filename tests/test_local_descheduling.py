@@ -14,10 +14,8 @@ import pytest
 import yaml
 
 from koordinator.apis import quantity
-from koordinator.runtime.client import Client
 from koordinator.runtime.errors import NotFound
-from tests.test_local import LocalProcess
-from tests.test_local_quota_gang import Cluster
+from tests.local_cluster import Cluster, running_cluster
 from tests.waiting import wait_until
 
 HOT, COLD, NS = "sim-node-0", "sim-node-1", "demo"
@@ -42,36 +40,15 @@ def enable_low_node_load(document: dict) -> dict:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("local-descheduling")
-    data = base / "kdata"
-    first = LocalProcess(data, "--nodes", "2")
-    kubeconfig = first.expect("export KUBECONFIG=").split("=", 1)[1]
-    try:
-        first.expect("koordinator local: up")
-        client = Client.from_kubeconfig(kubeconfig)
-        try:
-            cm = client.get("ConfigMap", CONFIGMAP, "koordinator-system")
-            document = enable_low_node_load(yaml.safe_load(cm["data"][CONFIGMAP]))
-            client.patch("ConfigMap", CONFIGMAP, {"data": {CONFIGMAP: yaml.safe_dump(document)}},
-                         namespace="koordinator-system", patch_type="merge")
-        finally:
-            client.close()
-    finally:
-        first.proc.send_signal(signal.SIGTERM)
-        assert first.finish() == 0
-    lp = LocalProcess(data, "--nodes", "2")           # the edit is taken at the next start
-    client = None
-    try:
-        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
-        lp.expect("koordinator local: up")
-        client = Client.from_kubeconfig(kubeconfig)
-        yield Cluster(lp, kubeconfig, base / "cache", client)
-    finally:
-        if client is not None:
-            client.close()
-        if lp.proc.poll() is None:
-            lp.proc.send_signal(signal.SIGTERM)
-            lp.finish()
-        lp.kill()
+    with running_cluster(base, "--nodes", "2") as first:
+        cm = first.client.get("ConfigMap", CONFIGMAP, "koordinator-system")
+        document = enable_low_node_load(yaml.safe_load(cm["data"][CONFIGMAP]))
+        first.client.patch("ConfigMap", CONFIGMAP, {"data": {CONFIGMAP: yaml.safe_dump(document)}},
+                           namespace="koordinator-system", patch_type="merge")
+        first.lp.proc.send_signal(signal.SIGTERM)
+        assert first.lp.finish() == 0
+    with running_cluster(base, "--nodes", "2") as c:      # the edit is taken at the next start
+        yield c
 
 
 def descheduler_log(cluster: Cluster) -> str:

@@ -6,7 +6,6 @@ hook server, whose cpuset and GPU hooks apply those allocations."""
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,9 +17,7 @@ from koordinator.apis.cpuset import parse_cpuset
 from koordinator.apis.device import ANNOTATION_DEVICE_ALLOCATED, ENV_NVIDIA_VISIBLE_DEVICES
 from koordinator.apis.extension import ANNOTATION_RESOURCE_STATUS, pod_requests
 from koordinator.apis.reservation import ANNOTATION_RESERVATION_ALLOCATED
-from koordinator.runtime.client import Client
-from tests.test_local import LocalProcess
-from tests.test_local_quota_gang import Cluster
+from tests.local_cluster import Cluster, running_cluster
 from tests.waiting import wait_until
 
 NODE = "sim-node-0"
@@ -29,22 +26,9 @@ WAIT = 60
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
-    base = tmp_path_factory.mktemp("local-placement")
-    lp = LocalProcess(base / "kdata", "--nodes", "1", "--gpus-per-node", "2",
-                      "--koordlet-feature-gates", "GPUEnvInject=true")
-    client = None
-    try:
-        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
-        lp.expect("koordinator local: up")
-        client = Client.from_kubeconfig(kubeconfig)
-        yield Cluster(lp, kubeconfig, base / "cache", client)
-    finally:
-        if client is not None:
-            client.close()
-        if lp.proc.poll() is None:
-            lp.proc.send_signal(signal.SIGTERM)
-            lp.finish()
-        lp.kill()
+    with running_cluster(tmp_path_factory.mktemp("local-placement"), "--nodes", "1", "--gpus-per-node", "2",
+                         "--koordlet-feature-gates", "GPUEnvInject=true") as c:
+        yield c
 
 
 def pod(name: str, *, cpu: str, memory: str = "256Mi", labels: dict | None = None, annotations: dict | None = None,

@@ -5,17 +5,11 @@ controllers."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from koordinator.runtime.client import Client
-from koordinator.runtime.errors import NotFound
-from tests.test_local import LocalProcess
+from tests.local_cluster import Cluster, running_cluster
 from tests.waiting import wait_until
 
 QUOTA_LABEL = "quota.scheduling.koordinator.sh/name"
@@ -23,67 +17,10 @@ GANG = "gang.scheduling.koordinator.sh/"
 WAIT = 60
 
 
-@dataclass
-class Cluster:
-    lp: LocalProcess
-    kubeconfig: str
-    cache: Path
-    client: Client
-
-    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, "--cache-dir", str(self.cache), *args],
-                              input=input, capture_output=True, text=True, timeout=60)
-
-    def apply(self, text: str) -> None:
-        proc = self.kubectl("apply", "-f", "-", input=text)
-        assert proc.returncode == 0, proc.stderr
-
-    def node_of(self, name: str, namespace: str) -> str:
-        try:
-            return (self.client.get("Pod", name, namespace).get("spec") or {}).get("nodeName") or ""
-        except NotFound:
-            return ""
-
-    def gone(self, name: str, namespace: str) -> bool:
-        try:
-            pod = self.client.get("Pod", name, namespace)
-        except NotFound:
-            return True
-        return bool(pod["metadata"].get("deletionTimestamp"))
-
-    def events(self, name: str, namespace: str, reason: str) -> list[str]:
-        return [e.get("message", "") for e in self.client.list("Event", namespace).get("items", [])
-                if (e.get("involvedObject") or {}).get("name") == name and e.get("reason") == reason]
-
-    def unschedulable(self, name: str, namespace: str) -> str:
-        pod = self.client.get("Pod", name, namespace)
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return cond.get("message", "")
-        return ""
-
-    def delete_namespace_pods(self, namespace: str) -> None:
-        proc = self.kubectl("delete", "pods", "--all", "-n", namespace, "--wait=true", "--timeout=60s")
-        assert proc.returncode == 0, proc.stderr
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
-    base = tmp_path_factory.mktemp("local-quota")
-    lp = LocalProcess(base / "kdata", "--nodes", "1")
-    client = None
-    try:
-        kubeconfig = lp.expect("export KUBECONFIG=").split("=", 1)[1]
-        lp.expect("koordinator local: up")
-        client = Client.from_kubeconfig(kubeconfig)
-        yield Cluster(lp, kubeconfig, base / "cache", client)
-    finally:
-        if client is not None:
-            client.close()
-        if lp.proc.poll() is None:
-            lp.proc.send_signal(signal.SIGTERM)
-            lp.finish()
-        lp.kill()
+    with running_cluster(tmp_path_factory.mktemp("local-quota"), "--nodes", "1") as c:
+        yield c
 
 
 def pod(name: str, namespace: str, cpu: str, *, labels: dict | None = None, annotations: dict | None = None,

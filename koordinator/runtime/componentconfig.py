@@ -1,13 +1,15 @@
 """What the component configuration files of the scheduler and the descheduler share (kube's component-base):
-the ``leaderElection`` section's checks, kube's wording of schema errors, and ``--config`` given as a mounted
-ConfigMap directory."""
+the ``leaderElection`` section's checks, kube's wording of schema errors, plugin args defaulted by their
+schemas, and ``--config`` given as a mounted ConfigMap directory."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
 
+from koordinator.apis import schemas
 from koordinator.runtime.options import parse_duration
 
 _DURATIONS = ("leaseDuration", "renewDeadline", "retryPeriod")
@@ -62,3 +64,27 @@ def config_file(path: str) -> str:
                              f"{', '.join(keys) or 'none'}")
         return os.path.join(path, keys[0])
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def _args_schemas(document: str) -> dict[str, list[schemas.ConfigSchema]]:
+    found: dict[str, list[schemas.ConfigSchema]] = {}
+    for s in schemas.config_schemas():
+        if s.config.get("embeddedIn") == document and s.config.get("pluginArgsOf"):
+            found.setdefault(s.config["pluginArgsOf"], []).append(s)
+    return found
+
+
+def default_plugin_args(document: str, plugin: str, args: dict) -> dict | None:
+    """``args`` of ``plugin`` defaulted by its args schema embedded in ``document`` (the schema of the args' own
+    apiVersion, else the newest, as config_documents chooses); None when the plugin has no args schema. Schema
+    errors are the document's validation's to report."""
+    candidates = _args_schemas(document).get(plugin)
+    if not candidates:
+        return None
+    api_version = args.get("apiVersion")
+    wanted = api_version.rpartition("/")[2] if isinstance(api_version, str) else None
+    chosen = next((s for s in candidates if s.version == wanted), None) or max(
+        candidates, key=lambda s: schemas.version_order(s.version))
+    defaulted, _ = schemas.validate_config(chosen.name, args, chosen.version)
+    return defaulted

@@ -27,10 +27,9 @@ from typing import Any, Iterable
 
 import yaml
 
-from koordinator.apis import schemas
 from koordinator.apis.config_documents import validate_document
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
-from koordinator.runtime.componentconfig import kube_wording, leader_election
+from koordinator.runtime.componentconfig import default_plugin_args, kube_wording, leader_election
 from koordinator.runtime.options import parse_addr, parse_duration
 
 DOCUMENT = "koord-descheduler-config"
@@ -337,14 +336,13 @@ def _profile(i: int, raw: dict, interval: float, errors: list[str]) -> Profile:
             errors.append(f'{path}.pluginConfig[{j}].args.kind: Invalid value: "{kind}": must be "{plugin}Args"')
         given[plugin] = args
 
-    args_schemas = _args_schemas()
     for plugin in [*profile.all_plugin_names(), *given]:
         if plugin in profile.plugin_args:
             continue
         args = given.get(plugin, {})
-        chosen = _args_schema_for(args_schemas.get(plugin), args)
-        if chosen is not None:
-            args, _ = schemas.validate_config(chosen.name, args, chosen.version)  # errors: reported above
+        defaulted = default_plugin_args(DOCUMENT, plugin, args)
+        if defaulted is not None:
+            args = defaulted
         elif plugin not in given:
             continue  # no schema and no args: the plugin's factory gets {}
         args = {k: copy.deepcopy(v) for k, v in args.items() if k not in ("apiVersion", "kind")}
@@ -352,24 +350,6 @@ def _profile(i: int, raw: dict, interval: float, errors: list[str]) -> Profile:
             args = convert_low_node_load(_raise_detector_cache_timeout(args, interval))
         profile.plugin_args[plugin] = args
     return profile
-
-
-def _args_schemas() -> dict[str, list[schemas.ConfigSchema]]:
-    found: dict[str, list[schemas.ConfigSchema]] = {}
-    for s in schemas.config_schemas():
-        if s.config.get("embeddedIn") == DOCUMENT and s.config.get("pluginArgsOf"):
-            found.setdefault(s.config["pluginArgsOf"], []).append(s)
-    return found
-
-
-def _args_schema_for(candidates: list[schemas.ConfigSchema] | None, args: dict) -> schemas.ConfigSchema | None:
-    """The args schema of the args' own apiVersion, else the newest."""
-    if not candidates:
-        return None
-    api_version = args.get("apiVersion")
-    wanted = api_version.rpartition("/")[2] if isinstance(api_version, str) else None
-    return next((s for s in candidates if s.version == wanted), None) or max(
-        candidates, key=lambda s: schemas.version_order(s.version))
 
 
 # -- reloading ------------------------------------------------------------------------------------

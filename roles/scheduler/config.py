@@ -26,9 +26,8 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from koordinator.apis import schemas
 from koordinator.apis.config_documents import validate_document
-from koordinator.runtime.componentconfig import kube_wording, leader_election
+from koordinator.runtime.componentconfig import default_plugin_args, kube_wording, leader_election
 
 DOCUMENT = "koord-scheduler-config"
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -389,15 +388,13 @@ def _profile(i: int, raw: dict, registry_names: set[str], not_implemented: dict[
             errors.append(f'{entry_path}.args.kind: Invalid value: "{kind}": must be "{plugin}Args"')
         given_args[plugin] = args
 
-    args_schemas = _args_schemas()
     for plugin in [*profile.all_plugin_names(), *given_args]:
         if plugin in profile.plugin_args:
             continue
         args = given_args.get(plugin, {})
-        chosen = _args_schema_for(args_schemas.get(plugin), args)
-        if chosen is not None:
-            args, _ = schemas.validate_config(chosen.name, args, chosen.version)  # errors: reported above
-            args = _EXTRA_DEFAULTS.get(plugin, _same)(copy.deepcopy(args))
+        defaulted = default_plugin_args(DOCUMENT, plugin, args)
+        if defaulted is not None:
+            args = _EXTRA_DEFAULTS.get(plugin, _same)(copy.deepcopy(defaulted))
         elif plugin not in given_args:
             continue
         profile.plugin_args[plugin] = {k: copy.deepcopy(v) for k, v in args.items()
@@ -437,24 +434,6 @@ def _cross_profile_checks(profiles: list[Profile], implements: Implements, error
         elif canon and p.plugin_args.get(canon[0]) != profiles[0].plugin_args.get(canon[0]):
             errors.append(f"profiles[{p.index}].pluginConfig: Invalid value: {canon[0]}: queueSort args "
                           "must be the same for all profiles")
-
-
-def _args_schemas() -> dict[str, list[schemas.ConfigSchema]]:
-    found: dict[str, list[schemas.ConfigSchema]] = {}
-    for s in schemas.config_schemas():
-        if s.config.get("embeddedIn") == DOCUMENT and s.config.get("pluginArgsOf"):
-            found.setdefault(s.config["pluginArgsOf"], []).append(s)
-    return found
-
-
-def _args_schema_for(candidates: list[schemas.ConfigSchema] | None, args: dict) -> schemas.ConfigSchema | None:
-    """The args schema of the args' own apiVersion, else the newest (as config_documents chooses)."""
-    if not candidates:
-        return None
-    api_version = args.get("apiVersion")
-    wanted = api_version.rpartition("/")[2] if isinstance(api_version, str) else None
-    return next((s for s in candidates if s.version == wanted), None) or max(
-        candidates, key=lambda s: schemas.version_order(s.version))
 
 
 # Defaulting that a schema default cannot say (it applies only to an absent field): the Go SetDefaults_*.
