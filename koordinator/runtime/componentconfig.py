@@ -7,12 +7,43 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Any
+from typing import Any, Iterable, Protocol, TypeVar
 
 from koordinator.apis import schemas
 from koordinator.runtime.options import parse_duration
 
 _DURATIONS = ("leaseDuration", "renewDeadline", "retryPeriod")
+
+
+class _Named(Protocol):
+    name: str
+
+
+P = TypeVar("P", bound=_Named)
+
+
+def merge_plugin_set(defaults: list[P], enabled: list[P], disabled: Iterable[str]) -> list[P]:
+    """kube's v1 ``mergePluginSet`` (koord-descheduler applies the same): one extension point's enabled list
+    after the user's changes.
+
+    ``"*"`` in ``disabled`` drops every default; otherwise defaults not disabled stay in their order, a
+    default that the user enables again is replaced in place by the user's entry (its weight, ...), and the
+    remaining user entries follow in the user's order. Duplicates stay (the framework rejects them).
+    """
+    disabled = set(disabled)
+    last_index = {p.name: k for k, p in enumerate(enabled)}
+    replaced: set[int] = set()
+    out: list[P] = []
+    if "*" not in disabled:
+        for plugin in defaults:
+            if plugin.name in disabled:
+                continue
+            k = last_index.get(plugin.name)
+            if k is not None:
+                plugin = enabled[k]
+                replaced.add(k)
+            out.append(plugin)
+    return out + [p for k, p in enumerate(enabled) if k not in replaced]
 
 
 def leader_election(raw: dict, errors: list[str]) -> dict[str, Any]:

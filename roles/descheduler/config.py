@@ -29,7 +29,8 @@ import yaml
 
 from koordinator.apis.config_documents import validate_document
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
-from koordinator.runtime.componentconfig import default_plugin_args, kube_wording, leader_election
+from koordinator.runtime.componentconfig import (default_plugin_args, kube_wording, leader_election,
+                                                 merge_plugin_set)
 from koordinator.runtime.options import parse_addr, parse_duration
 
 DOCUMENT = "koord-descheduler-config"
@@ -116,31 +117,6 @@ class DeschedulerConfiguration:
     max_pods_total: int | None = None
     profiles: list[Profile] = field(default_factory=list)
     document: dict[str, Any] = field(default_factory=dict)
-
-
-# -- the merge ----------------------------------------------------------------------------------
-
-def merge_plugin_set(defaults: list[PluginRef], enabled: list[PluginRef], disabled: Iterable[str]) -> list[PluginRef]:
-    """kube-scheduler's merge of one extension point, as koord-descheduler applies it.
-
-    ``"*"`` in ``disabled`` drops every default; otherwise defaults not disabled stay in their order, a
-    default that the user enables again is replaced in place by the user's entry, and the remaining
-    user entries follow in the user's order. Duplicates stay (the framework rejects them).
-    """
-    disabled = set(disabled)
-    last_index = {p.name: k for k, p in enumerate(enabled)}
-    replaced: set[int] = set()
-    out: list[PluginRef] = []
-    if "*" not in disabled:
-        for plugin in defaults:
-            if plugin.name in disabled:
-                continue
-            k = last_index.get(plugin.name)
-            if k is not None:
-                plugin = enabled[k]
-                replaced.add(k)
-            out.append(plugin)
-    return out + [p for k, p in enumerate(enabled) if k not in replaced]
 
 
 # -- LowNodeLoad's args quirks -------------------------------------------------------------------

@@ -27,7 +27,8 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from koordinator.apis.config_documents import validate_document
-from koordinator.runtime.componentconfig import default_plugin_args, kube_wording, leader_election
+from koordinator.runtime.componentconfig import (default_plugin_args, kube_wording, leader_election,
+                                                 merge_plugin_set)
 
 DOCUMENT = "koord-scheduler-config"
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -75,31 +76,6 @@ def default_plugins() -> list[PluginRef]:
         PluginRef("DefaultPreemption"), PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1), PluginRef("DefaultBinder"),
     ]
-
-
-def merge_plugin_set(defaults: list[PluginRef], enabled: list[PluginRef],
-                     disabled: Iterable[str]) -> list[PluginRef]:
-    """kube's v1 ``mergePluginSet``: the enabled list of one extension point after the user's changes.
-
-    ``disabled`` removes default entries by name (all of them with ``"*"``); a user entry whose name
-    is a (remaining) default replaces it in place, keeping the default order with the user's weight;
-    the other user entries follow in the user's order.
-    """
-    disabled = set(disabled)
-    last_index = {p.name: k for k, p in enumerate(enabled)}
-    replaced: set[int] = set()
-    out: list[PluginRef] = []
-    if "*" not in disabled:
-        for plugin in defaults:
-            if plugin.name in disabled:
-                continue
-            k = last_index.get(plugin.name)
-            if k is not None:
-                plugin = enabled[k]
-                replaced.add(k)
-            out.append(plugin)
-    out += [p for k, p in enumerate(enabled) if k not in replaced]
-    return out
 
 
 # Which extension points each plugin this scheduler knows implements: the fallback for ``implements``

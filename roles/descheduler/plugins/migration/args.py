@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from koordinator.apis import migration as mj
 from koordinator.apis.goduration import parse_go_duration
+from koordinator.apis.pluginargs import bool_arg
 from koordinator.apis.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 RETRYABLE_GATES = ("MaxUnavailablePerWorkload", "MaxMigratingPerWorkload", "MaxMigratingPerNode",
@@ -67,15 +68,6 @@ class MigrationControllerArgs:
 
     def skipped(self, gate: str) -> bool:
         return gate in self.skip_eviction_gates
-
-
-def _bool(args: Mapping[str, Any], key: str, default: bool = False) -> bool:
-    v = args.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ValueError(f"{key}: Invalid value: {v!r}: must be a boolean")
-    return v
 
 
 def _int(args: Mapping[str, Any], key: str, default: int | None, minimum: int) -> int | None:
@@ -159,13 +151,13 @@ def parse_args(args: Mapping[str, Any] | None) -> MigrationControllerArgs:
     args.pop("apiVersion", None)
     args.pop("kind", None)
     out = MigrationControllerArgs()
-    out.dry_run = _bool(args, "dryRun")
+    out.dry_run = bool_arg(args, "dryRun")
     out.max_concurrent_reconciles = _int(args, "maxConcurrentReconciles", 1, 1)
-    out.evict_failed_bare_pods = _bool(args, "evictFailedBarePods")
-    out.evict_all_bare_pods = _bool(args, "evictAllBarePods")
-    out.evict_local_storage_pods = _bool(args, "evictLocalStoragePods")
-    out.evict_system_critical_pods = _bool(args, "evictSystemCriticalPods")
-    out.ignore_pvc_pods = _bool(args, "ignorePvcPods")
+    out.evict_failed_bare_pods = bool_arg(args, "evictFailedBarePods")
+    out.evict_all_bare_pods = bool_arg(args, "evictAllBarePods")
+    out.evict_local_storage_pods = bool_arg(args, "evictLocalStoragePods")
+    out.evict_system_critical_pods = bool_arg(args, "evictSystemCriticalPods")
+    out.ignore_pvc_pods = bool_arg(args, "ignorePvcPods")
     threshold = args.get("priorityThreshold")
     if threshold is not None:
         if not isinstance(threshold, Mapping):
@@ -190,7 +182,7 @@ def parse_args(args: Mapping[str, Any] | None) -> MigrationControllerArgs:
         out.namespaces_exclude = _strings(namespaces, "exclude")
         if out.namespaces_include and out.namespaces_exclude:
             raise ValueError("namespaces: Invalid value: only one of Include/Exclude namespaces can be set")
-    if _bool(args, "nodeFit"):
+    if bool_arg(args, "nodeFit"):
         # The fit simulation against every other node is not implemented here: refuse rather than ignore it.
         raise ValueError("nodeFit: Invalid value: true: nodeFit is not supported by this MigrationController")
     if args.get("nodeSelector"):
@@ -208,7 +200,7 @@ def parse_args(args: Mapping[str, Any] | None) -> MigrationControllerArgs:
                                                              "maxMigratingPerWorkload")
     out.max_unavailable_per_workload = mj.parse_int_or_percent(args.get("maxUnavailablePerWorkload"),
                                                                "maxUnavailablePerWorkload")
-    out.skip_check_expected_replicas = _bool(args, "skipCheckExpectedReplicas")
+    out.skip_check_expected_replicas = bool_arg(args, "skipCheckExpectedReplicas")
     out.object_limiters = _object_limiters(args.get("objectLimiters"))
     out.default_job_mode = _one_of(args, "defaultJobMode", mj.MODE_RESERVATION_FIRST, mj.MODES)
     out.default_job_ttl_seconds = _duration(args.get("defaultJobTTL"), "defaultJobTTL", 300.0)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from koordinator.apis.goduration import parse_go_duration
+from koordinator.apis.pluginargs import bool_arg
 
 ONLY_WAITING = "only-waiting"
 WAITING_AND_RUNNING = "waiting-and-running"
@@ -25,15 +26,6 @@ class CoschedulingArgs:
     enable_preemption: bool = False
     aware_network_topology: bool = False
     default_match_policy: str = ONCE_SATISFIED
-
-
-def _bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = args.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ValueError(f"{key}: Invalid value: {value!r}: must be a boolean")
-    return value
 
 
 def _seconds(key: str, value: Any) -> float:
@@ -65,9 +57,9 @@ def parse_args(args: Mapping[str, Any] | None) -> CoschedulingArgs:
             raise ValueError(f"controllerWorkers: Invalid value: {workers}: controllerWorkers should be a "
                              "positive value")
         out.controller_workers = workers
-    out.skip_check_schedule_cycle = _bool(args, "skipCheckScheduleCycle", False)
-    out.enable_preemption = _bool(args, "enablePreemption", False)
-    out.aware_network_topology = _bool(args, "awareNetworkTopology", False)
+    out.skip_check_schedule_cycle = bool_arg(args, "skipCheckScheduleCycle", False)
+    out.enable_preemption = bool_arg(args, "enablePreemption", False)
+    out.aware_network_topology = bool_arg(args, "awareNetworkTopology", False)
     # Not built: refusing them beats silently scheduling differently from what the configuration asks.
     if out.enable_preemption:
         raise ValueError("enablePreemption: Unsupported value: true: job-level (gang) preemption is not "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from koordinator.apis import device as dev
+from koordinator.apis.pluginargs import bool_arg
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -42,15 +43,6 @@ class DeviceShareArgs:
     @property
     def most_allocated(self) -> bool:
         return self.scoring_type == MOST_ALLOCATED
-
-
-def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
-    v = raw.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ValueError(f"{key}: Invalid value: {v!r}: must be a boolean")
-    return v
 
 
 def _scoring(raw: Any) -> tuple[str, dict[str, int]]:
@@ -118,7 +110,7 @@ def parse_args(args: Mapping[str, Any] | None) -> DeviceShareArgs:
     args = args or {}
     kind, weights = _scoring(args.get("scoringStrategy"))
     return DeviceShareArgs(scoring_type=kind, resource_weights=weights,
-                           disable_device_numa_topology_alignment=_bool(args, "disableDeviceNUMATopologyAlignment",
+                           disable_device_numa_topology_alignment=bool_arg(args, "disableDeviceNUMATopologyAlignment",
                                                                         False),
                            shared_templates=_templates(args.get("gpuSharedResourceTemplatesConfig")),
                            gpu_share_unsupported_models=_unsupported_models(args.get("gpuShareUnsupportedModels")))

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from koordinator.apis import quantity
 from koordinator.apis import quota as q
 from koordinator.apis.goduration import parse_go_duration
+from koordinator.apis.pluginargs import bool_arg
 
 
 def _default_group_max() -> dict[str, str]:
@@ -31,15 +32,6 @@ class ElasticQuotaArgs:
     enable_queue_hint: bool = False
     quota_snapshot_update_interval: float = 120.0
     hook_plugins: list[dict] = field(default_factory=list)
-
-
-def _bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
-    v = args.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ValueError(f"{key}: Invalid value: {v!r}: must be a boolean")
-    return v
 
 
 def _duration(args: Mapping[str, Any], key: str, default: float) -> float:
@@ -91,12 +83,12 @@ def parse_args(args: Mapping[str, Any] | None) -> ElasticQuotaArgs:
     if ns is not None and not isinstance(ns, str):
         raise ValueError(f"quotaGroupNamespace: Invalid value: {ns!r}: must be a string")
     out.quota_group_namespace = ns or q.DEFAULT_QUOTA_NAMESPACE
-    out.monitor_all_quotas = _bool(args, "monitorAllQuotas", False)
-    out.enable_check_parent_quota = _bool(args, "enableCheckParentQuota", False)
-    out.enable_runtime_quota = _bool(args, "enableRuntimeQuota", True)
-    out.enable_min_quota_scale = _bool(args, "enableMinQuotaScale", True)
-    out.disable_default_quota_preemption = _bool(args, "disableDefaultQuotaPreemption", True)
-    out.enable_queue_hint = _bool(args, "enableQueueHint", False)
+    out.monitor_all_quotas = bool_arg(args, "monitorAllQuotas", False)
+    out.enable_check_parent_quota = bool_arg(args, "enableCheckParentQuota", False)
+    out.enable_runtime_quota = bool_arg(args, "enableRuntimeQuota", True)
+    out.enable_min_quota_scale = bool_arg(args, "enableMinQuotaScale", True)
+    out.disable_default_quota_preemption = bool_arg(args, "disableDefaultQuotaPreemption", True)
+    out.enable_queue_hint = bool_arg(args, "enableQueueHint", False)
     hooks = args.get("hookPlugins") or []
     if not isinstance(hooks, list):
         raise ValueError(f"hookPlugins: Invalid value: {hooks!r}: must be a list")

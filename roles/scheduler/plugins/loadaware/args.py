@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from koordinator.apis import extension
+from koordinator.apis.pluginargs import bool_arg
 
 CPU = extension.CPU
 MEMORY = extension.MEMORY
@@ -115,15 +116,6 @@ class LoadAwareArgs:
         return tuple(sorted(names))
 
 
-def _bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
-    v = args.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ValueError(f"{key}: Invalid value: {v!r}: must be a boolean")
-    return v
-
-
 def _int(path: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValueError(f"{path}: Invalid value: {v!r}: must be an integer")
@@ -177,11 +169,11 @@ def parse_args(args: Mapping[str, Any] | None) -> LoadAwareArgs:
     """Apply Koordinator's defaults (beyond the schema's) and validate; ValueError names the field."""
     args = args or {}
     out = LoadAwareArgs()
-    out.filter_expired_node_metrics = _bool(args, "filterExpiredNodeMetrics", True)
-    out.enable_schedule_when_node_metrics_expired = _bool(args, "enableScheduleWhenNodeMetricsExpired", False)
-    out.prod_usage_include_sys = _bool(args, "prodUsageIncludeSys", False)
-    out.score_according_prod_usage = _bool(args, "scoreAccordingProdUsage", False)
-    out.allow_customize_estimation = _bool(args, "allowCustomizeEstimation", False)
+    out.filter_expired_node_metrics = bool_arg(args, "filterExpiredNodeMetrics", True)
+    out.enable_schedule_when_node_metrics_expired = bool_arg(args, "enableScheduleWhenNodeMetricsExpired", False)
+    out.prod_usage_include_sys = bool_arg(args, "prodUsageIncludeSys", False)
+    out.score_according_prod_usage = bool_arg(args, "scoreAccordingProdUsage", False)
+    out.allow_customize_estimation = bool_arg(args, "allowCustomizeEstimation", False)
 
     exp = args.get("nodeMetricExpirationSeconds")
     out.node_metric_expiration_seconds = 180 if exp is None else _int("nodeMetricExpirationSeconds", exp)

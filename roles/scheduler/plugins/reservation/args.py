@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from koordinator.apis.pluginargs import bool_arg
+
 
 @dataclass
 class ReservationArgs:
@@ -26,15 +28,6 @@ class ReservationArgs:
         if resource in self.ignored_resources:
             return True
         return "/" in resource and resource.split("/", 1)[0] in self.ignored_resource_groups
-
-
-def _bool(args: Mapping[str, Any], key: str, default: bool) -> bool:
-    v = args.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ValueError(f"{key}: Invalid value: {v!r}: must be a boolean")
-    return v
 
 
 def _int(args: Mapping[str, Any], key: str, default: int, minimum: int, maximum: int | None = None) -> int:
@@ -67,7 +60,7 @@ def parse_args(args: Mapping[str, Any] | None) -> ReservationArgs:
     """Apply Koordinator's defaults and validate; unsupported features are refused by name."""
     args = args or {}
     out = ReservationArgs()
-    out.enable_preemption = _bool(args, "enablePreemption", False)
+    out.enable_preemption = bool_arg(args, "enablePreemption", False)
     out.min_candidate_nodes_percentage = _int(args, "minCandidateNodesPercentage", 10, 0, 100)
     out.min_candidate_nodes_absolute = _int(args, "minCandidateNodesAbsolute", 100, 0)
     if out.min_candidate_nodes_percentage == 0 and out.min_candidate_nodes_absolute == 0:
@@ -77,7 +70,7 @@ def parse_args(args: Mapping[str, Any] | None) -> ReservationArgs:
     out.controller_workers = _int(args, "controllerWorkers", 1, 1)
     out.gc_duration_seconds = _int(args, "gcDurationSeconds", 86400, 0)
     out.gc_interval_seconds = _int(args, "gcIntervalSeconds", 60, 1)
-    out.disable_garbage_collection = _bool(args, "disableGarbageCollection", False)
+    out.disable_garbage_collection = bool_arg(args, "disableGarbageCollection", False)
     out.resync_interval_seconds = _int(args, "resyncIntervalSeconds", 60, 1)
     out.ignored_resources = _strings(args, "ignoredResources")
     for i, name in enumerate(out.ignored_resources):
