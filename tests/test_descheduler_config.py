@@ -435,7 +435,7 @@ def test_default_evictor_filters():
     ({"priorityThreshold": {"name": "a", "value": 1}}, "priorityThreshold: Invalid value: only one of"),
     ({"priorityThreshold": {"value": "high"}}, "priorityThreshold.value: Invalid value: 'high': must be an integer"),
     ({"labelSelector": {"matchLabels": {"bad key!": "x"}}}, "labelSelector: Invalid value: "),
-    ({"nodeFit": True}, "nodeFit: Unsupported value: True: not implemented in this build"),
+    ({"nodeFit": "yes"}, "nodeFit: Invalid value: 'yes': must be true or false"),
     ({"evictPods": True}, "evictPods: unknown field of DefaultEvictorArgs"),
 ])
 def test_default_evictor_args_errors_name_the_field(args, message):

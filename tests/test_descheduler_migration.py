@@ -21,7 +21,10 @@ from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.descheduler.framework.handle import PluginHandle
 from koordinator_roles.descheduler.metrics import DeschedulerMetrics
 from koordinator_roles.descheduler.framework.interfaces import EvictOptions
+from koordinator_roles.descheduler.framework.nodefit import NOT_FIT_MESSAGE
 from koordinator_roles.descheduler.plugins import migration
+from koordinator_roles.descheduler.plugins.migration.arbitration import (group_by_controller, is_migrating,
+                                                                         sort_by_migrating_num, sort_key)
 from koordinator_roles.descheduler.plugins.migration.args import parse_args
 from koordinator_roles.descheduler.plugins.migration.limiter import ObjectLimiters
 from koordinator_roles.descheduler.plugins.migration.reservation import build_reservation
@@ -66,12 +69,61 @@ def test_args_defaults():
     ({"objectLimiters": {"cluster": {"duration": "1m"}}}, "objectLimiters.cluster: Unsupported value"),
     ({"objectLimiters": {"workload": {"duration": "soon"}}}, "objectLimiters.workload.duration: Invalid value"),
     ({"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}, "labelSelector: Invalid value"),
-    ({"nodeFit": True}, "nodeFit: Invalid value: true"),
+    ({"nodeFit": "yes"}, "nodeFit: Invalid value: 'yes'"),
+    ({"nodeSelector": "a==b==c"}, "nodeSelector: Invalid value: 'a==b==c': found '==', expected"),
+    ({"nodeSelector": {"pool": "a"}}, "nodeSelector: Invalid value: {'pool': 'a'}: must be a label selector string"),
 ])
 def test_bad_args_name_the_field(args, message):
     with pytest.raises(ValueError) as err:
         parse_args(args)
     assert message in str(err.value)
+
+
+def test_node_fit_args_and_the_skip_gate():
+    a = parse_args({"nodeFit": True, "nodeSelector": "pool=a,zone!=z1"})
+    assert a.node_fit and a.node_selector.matches({"pool": "a"}) and not a.node_selector.matches({"pool": "b"})
+    assert not parse_args({}).node_fit and parse_args({"nodeSelector": ""}).node_selector is None
+    assert not parse_args({"nodeFit": True, "skipEvictionGates": ["NodeFit"]}).node_fit
+
+
+def _job(name: str, created: str = "2026-01-01T00:00:00Z", phase: str = "", passed: bool = False) -> dict:
+    annotations = {mj.ANNOTATION_PASSED_ARBITRATION: "true"} if passed else {}
+    return {"metadata": {"name": name, "creationTimestamp": created, "annotations": annotations},
+            "status": {"phase": phase} if phase else {}}
+
+
+def _owned(kind: str, uid: str, priority: int = 0) -> dict:
+    return {"metadata": {"ownerReferences": [{"kind": kind, "name": uid, "uid": uid, "controller": True}]},
+            "spec": {"priority": priority}}
+
+
+def test_arbitration_groups_batch_job_pods_at_their_first_job():
+    jobs = [_job(n) for n in ("a1", "x", "b1", "a2", "y", "b2", "a3")]
+    pods = {"a1": _owned("Job", "A"), "a2": _owned("Job", "A"), "a3": _owned("Job", "A"),
+            "b1": _owned("Job", "B"), "b2": _owned("Job", "B"),
+            "x": _owned("ReplicaSet", "X"), "y": None}  # y: the pod is missing
+    names = [j["metadata"]["name"] for j in group_by_controller(jobs, pods)]
+    assert names == ["a1", "a2", "a3", "x", "b1", "b2", "y"]
+    # Jobs of pods with another (or no) controller keep their order.
+    assert group_by_controller(jobs[1:2] + jobs[4:5], pods) == [jobs[1], jobs[4]]
+
+
+def test_arbitration_sorts_by_migrating_jobs_of_the_batch_job_last_so_it_is_the_primary_key():
+    # Eviction order alone (priority, then newest first) would put x first.
+    jobs = [_job("x", "2026-01-01T00:00:03Z"), _job("a1", "2026-01-01T00:00:02Z"), _job("b1", "2026-01-01T00:00:01Z"),
+            _job("a2", "2026-01-01T00:00:00Z")]
+    pods = {"x": _owned("ReplicaSet", "X", 0), "a1": _owned("Job", "A", 5), "b1": _owned("Job", "B", 1),
+            "a2": _owned("Job", "A", 9)}
+    migrating = {"A": 1, "B": 3}
+    ordered = sorted(jobs, key=lambda j: sort_key(j, pods[j["metadata"]["name"]]))
+    assert [j["metadata"]["name"] for j in ordered] == ["x", "b1", "a1", "a2"]
+    ordered = group_by_controller(ordered, pods)
+    calls: list[str] = []
+    ordered = sort_by_migrating_num(ordered, pods, lambda uid: calls.append(uid) or migrating[uid])
+    assert [j["metadata"]["name"] for j in ordered] == ["b1", "a1", "a2", "x"]
+    assert sorted(calls) == ["A", "B"]  # each Job counted once
+    assert is_migrating(_job("p", passed=True)) and is_migrating(_job("r", phase="Running"))
+    assert not is_migrating(_job("q", phase="Pending")) and not is_migrating(_job("s"))
 
 
 def test_conditions_keep_transition_time_and_copy_to_status():
@@ -538,3 +590,53 @@ def test_dry_run_creates_no_job_and_the_evict_annotation_bypasses_the_policy(fre
         assert d.plugin.filters.rejection(pod) == "pod has no owner"  # without the annotation it would be refused
         assert d.plugin.filter(pod) and d.plugin.evict(pod, opts)
         assert [mj.pod_key(j) for j in api.list(mj.KIND)["items"]] == [f"{NS}/bare"]
+
+
+def test_node_fit_filters_pods_no_other_ready_node_of_the_selector_can_take(fresh_crd_server, scheduler_api):
+    api = scheduler_api
+    api.create(node("n1", cpu="8"))
+    api.create(node("n2", cpu="500m", labels={"pool": "a"}))  # in the pool, too small
+    api.create(node("n3", cpu="8"))  # roomy, outside the pool
+    rs = replica_set(api, "fit", 10)
+    pods = [workload_pod(api, rs, f"fit-{i}", "n1", cpu="1") for i in range(2)]
+    args = {"nodeFit": True, "nodeSelector": "pool=a", "maxMigratingPerWorkload": 5, "maxUnavailablePerWorkload": 5}
+    with descheduler(fresh_crd_server.kubeconfig, args, run=False) as d:
+        pod = d.cached(pods[0])
+        wait_until(lambda: len(d.factory.informer("Node").store.list()) == 3, message="3 nodes cached")
+        assert d.plugin.filters.rejection(pod) == NOT_FIT_MESSAGE
+        assert not d.plugin.filter(pod) and not d.plugin.pre_eviction_filter(pod)
+        n3 = api.get("Node", "n3")
+        api.update({**n3, "metadata": {**n3["metadata"], "labels": {**n3["metadata"]["labels"], "pool": "a"}}})
+        wait_until(lambda: d.plugin.filter(pod), message="n3 in the pool, in the cache")
+        assert d.plugin.pre_eviction_filter(pod)
+    # The NodeFit gate skipped: nodeFit is off, whatever the nodes.
+    with descheduler(fresh_crd_server.kubeconfig, {**args, "nodeSelector": "pool=none",
+                                                   "skipEvictionGates": ["NodeFit"]}, run=False) as d:
+        assert d.plugin.filter(d.cached(pods[1]))
+
+
+def test_arbitration_counts_the_migrating_jobs_of_a_batch_jobs_pods(fresh_crd_server, scheduler_api):
+    api = scheduler_api
+    api.create(node("n1", cpu="8"))
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-train", "controller": True}
+    pods = [api.create({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": f"train-{i}", "namespace": NS, "ownerReferences": [ref]},
+                        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}})
+            for i in range(3)]
+
+    def job_of(p: dict, name: str, passed: bool = False) -> dict:
+        body = pmj(name=name, ref={"namespace": NS, "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]})
+        if passed:
+            body["metadata"]["annotations"] = {mj.ANNOTATION_PASSED_ARBITRATION: "true"}
+        return api.create(body)
+    job_of(pods[0], "passed", passed=True)
+    running = job_of(pods[1], "running")
+    api.update_status({**running, "status": {"phase": mj.PHASE_RUNNING}})
+    job_of(pods[2], "pending")
+    with descheduler(fresh_crd_server.kubeconfig, {}, run=False) as d:
+        for p in pods:
+            d.cached(p)
+        wait_until(lambda: mj.phase(d.plugin.state.jobs.store.get("running") or {}) == mj.PHASE_RUNNING,
+                   message="the running job cached")
+        assert d.plugin.arbitrator._migrating_of_batch_job("uid-train") == 2
+        assert d.plugin.arbitrator._migrating_of_batch_job("uid-other") == 0

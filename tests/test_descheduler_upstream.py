@@ -14,9 +14,13 @@ from typing import Any, Callable
 
 import pytest
 
+from koordinator.apis.selectors import parse_label_selector
+from koordinator.runtime.client import Client
 from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.descheduler.framework.handle import PluginHandle
 from koordinator_roles.descheduler.framework.interfaces import EvictOptions
+from koordinator_roles.descheduler.framework.nodefit import NOT_FIT_MESSAGE, fits_any_other_ready_node
+from koordinator_roles.descheduler.plugins import defaultevictor
 from koordinator_roles.descheduler.plugins.upstream import (FACTORIES, duplicates, failedpods, highnodeutilization,
                                                             interpodantiaffinity, lownodeutilization, nodeaffinity,
                                                             nodetaints, podlifetime, topologyspread, toomanyrestarts)
@@ -638,3 +642,144 @@ def test_high_node_utilization_empties_under_utilized_nodes():
     assert run(highnodeutilization, {"thresholds": {"cpu": 20}, "numberOfNodes": 1}, pods, nodes).names == []
     assert run(highnodeutilization, {"thresholds": {"cpu": 20}, "evictableNamespaces": {"exclude": ["default"]}},
                pods, nodes).names == []
+
+
+# -- DefaultEvictor: nodeFit, minReplicas, minPodAge, ignorePodsWithoutPDB ------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    ({"minPodAge": "soon"}, "minPodAge: Invalid value: 'soon': must be a duration string"),
+    ({"minPodAge": 300}, "minPodAge: Invalid value: 300: must be a duration string"),
+    ({"minPodAge": "-1m"}, "minPodAge: Invalid value: '-1m': must be greater than or equal to 0"),
+    ({"minReplicas": -1}, "minReplicas: Invalid value: -1: must be greater than or equal to 0"),
+    ({"minReplicas": "2"}, "minReplicas: Invalid value: '2': must be an integer"),
+    ({"minReplicas": True}, "minReplicas: Invalid value: True: must be an integer"),
+    ({"nodeSelector": "a==b==c"}, "nodeSelector: Invalid value: 'a==b==c': found '==', expected"),
+    ({"nodeSelector": {"pool": "a"}}, "nodeSelector: Invalid value: {'pool': 'a'}: must be a label selector string"),
+    ({"nodeFit": "yes"}, "nodeFit: Invalid value: 'yes': must be true or false"),
+    ({"ignorePodsWithoutPDB": 1}, "ignorePodsWithoutPDB: Invalid value: 1: must be true or false"),
+])
+def test_default_evictor_new_args_errors_name_the_field(args, message):
+    with pytest.raises(ValueError) as info:
+        defaultevictor.DefaultEvictorArgs.parse(args)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_default_evictor_new_args_values_and_the_informers_they_need():
+    a = defaultevictor.DefaultEvictorArgs.parse({"minPodAge": "5m", "minReplicas": 3, "nodeSelector": "pool in (a,b)",
+                                                 "nodeFit": True, "ignorePodsWithoutPDB": True})
+    assert (a.min_pod_age, a.min_replicas, a.node_selector, a.node_fit, a.ignore_pods_without_pdb) == \
+        (300.0, 3, "pool in (a,b)", True, True)
+    assert defaultevictor.DefaultEvictorArgs.parse({}).min_pod_age is None
+    # minReplicas 0 or 1 checks nothing (upstream), so it needs no informer; the others read the caches.
+    assert defaultevictor.new({"minReplicas": 1}, PluginHandle()).why_not(pod("p", "n1")) is None
+    for args in ({"nodeFit": True}, {"minReplicas": 2}, {"ignorePodsWithoutPDB": True}):
+        with pytest.raises(ValueError, match="informer"):
+            defaultevictor.new(args, PluginHandle())
+
+
+def test_pod_covered_by_pdb():
+    web = pod("w", "n1", ns="a", labels={"app": "web"})
+
+    def pdb(ns: str, selector: Any) -> Obj:
+        return {"metadata": {"name": "b", "namespace": ns}, "spec": {"selector": selector}}
+    assert defaultevictor.covered_by_pdb(web, [pdb("a", {"matchLabels": {"app": "web"}})])
+    assert defaultevictor.covered_by_pdb(web, [pdb("a", {})])  # policy/v1: an empty selector selects every pod
+    assert not defaultevictor.covered_by_pdb(web, [])
+    assert not defaultevictor.covered_by_pdb(web, [pdb("b", {"matchLabels": {"app": "web"}})])  # other namespace
+    assert not defaultevictor.covered_by_pdb(web, [pdb("a", None)])  # no selector: selects nothing
+    assert not defaultevictor.covered_by_pdb(web, [pdb("a", {"matchLabels": {"app": "db"}})])
+    bad = pdb("a", {"matchExpressions": [{"key": "app", "operator": "Near"}]})
+    assert defaultevictor.covered_by_pdb(web, [bad, pdb("a", {"matchLabels": {"app": "web"}})])
+    assert not defaultevictor.covered_by_pdb(web, [bad])
+
+
+def test_min_pod_age_counts_from_the_start_time():
+    now = time.time()
+    started = {**pod("p", "n1"), "status": {"phase": "Running", "startTime": ago(120)}}
+    assert defaultevictor.old_enough(started, 60, now) and not defaultevictor.old_enough(started, 600, now)
+    assert not defaultevictor.old_enough(pod("p", "n1"), 0, now)  # not started: never old enough (upstream)
+    e = defaultevictor.new({"minPodAge": "1m"}, PluginHandle())
+    assert e.why_not(started) is None
+    e.clock = lambda: now - 100
+    assert e.why_not(started) == "pod age is not older than MinPodAge: 1m0s seconds"
+
+
+def test_fits_any_other_ready_node_among_the_selected_ones():
+    big = pod("big", "n1", cpu="3")
+    pods = [big, pod("busy", "n2", cpu="2")]
+    h = handle_for(pods)
+    n2 = node("n2", {"pool": "a"})
+    n3 = node("n3", {"pool": "b"})
+    unready = {**node("n4", {"pool": "a"}), "status": {**node("n4")["status"],
+                                                       "conditions": [{"type": "Ready", "status": "False"}]}}
+    assert not fits_any_other_ready_node(big, h, [node("n1"), n2])  # n1 is its own; n2 has 2 of 4 cpus left
+    assert fits_any_other_ready_node(big, h, [node("n1"), n2, n3])
+    assert not fits_any_other_ready_node(big, h, [n2, n3, unready], parse_label_selector("pool=a"))
+    assert fits_any_other_ready_node(big, h, [n2, n3, unready], parse_label_selector("pool!=a"))
+
+
+def _node_on_server(name: str, cpu: str, labels: dict | None = None, ready: bool = True) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})},
+            "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                                   "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def _started_pod(api: Client, name: str, ns: str, app: str, owner: str, cpu: str = "500m",
+                 started: float = 7200) -> Obj:
+    body = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}, "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}",
+                 "controller": True}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "app:1",
+                                                       "resources": {"requests": {"cpu": cpu}}}]}}
+    created = api.create(body)
+    return api.update_status({**created, "status": {"phase": "Running", "startTime": ago(started)}})
+
+
+def test_default_evictor_reads_owner_pods_pdbs_and_nodes_from_the_informers(fresh_apiserver):
+    fresh_apiserver.start()
+    api = Client.from_kubeconfig(str(fresh_apiserver.kubeconfig), qps=0)
+    factory = InformerFactory(api)
+    try:
+        ns = "evict"
+        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        api.create(_node_on_server("n1", "4"))  # the pods' node
+        api.create(_node_on_server("n2", "1", {"pool": "a"}))  # room for 500m, not for 2 cpus
+        api.create(_node_on_server("n3", "8"))  # room for anything, outside the pool
+        api.create(_node_on_server("n4", "8", {"pool": "a"}, ready=False))
+        api.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": "web", "namespace": ns},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+        pods = [_started_pod(api, "web-0", ns, "web", "web"), _started_pod(api, "web-1", ns, "web", "web"),
+                _started_pod(api, "web-big", ns, "web", "web", cpu="2"),
+                _started_pod(api, "solo", ns, "web", "solo"),
+                _started_pod(api, "young-0", ns, "web", "young", started=5),
+                _started_pod(api, "young-1", ns, "web", "young", started=5),
+                _started_pod(api, "free-0", ns, "free", "free"), _started_pod(api, "free-1", ns, "free", "free")]
+        handle = PluginHandle(client=api, informers=factory)
+        e = defaultevictor.new({"minReplicas": 2, "minPodAge": "1h", "ignorePodsWithoutPDB": True, "nodeFit": True,
+                                "nodeSelector": "pool=a"}, handle)
+        factory.start()
+        assert factory.wait_for_sync(20)
+        wait_until(lambda: len(handle.pods_on_node("n1")) == len(pods), message="pods cached")
+        cached = {p["metadata"]["name"]: p for p in handle.pods_on_node("n1")}
+        assert {name: e.why_not(p) for name, p in cached.items()} == {
+            "web-0": None, "web-1": None, "web-big": None,
+            "solo": "owner has 1 replicas which is less than minReplicas of 2",
+            "young-0": "pod age is not older than MinPodAge: 1h0m0s seconds",
+            "young-1": "pod age is not older than MinPodAge: 1h0m0s seconds",
+            "free-0": "no PodDisruptionBudget found for pod", "free-1": "no PodDisruptionBudget found for pod"}
+        # nodeFit: only the ready nodes of the pool count (n2); web-big fits n3, which is not in it.
+        assert e.pre_eviction_filter(cached["web-0"])
+        assert e.why_not_now(cached["web-big"]) == NOT_FIT_MESSAGE and not e.pre_eviction_filter(cached["web-big"])
+        n3 = api.get("Node", "n3")
+        api.update({**n3, "metadata": {**n3["metadata"], "labels": {"pool": "a"}}})
+        wait_until(lambda: e.pre_eviction_filter(cached["web-big"]), message="n3 joins the pool in the cache")
+        # The budget gone, no pod of the namespace is covered any more.
+        api.delete("PodDisruptionBudget", "web", ns)
+        wait_until(lambda: e.why_not(cached["web-0"]) == "no PodDisruptionBudget found for pod",
+                   message="the PDB gone from the cache")
+    finally:
+        factory.stop(5)
+        api.close()
+

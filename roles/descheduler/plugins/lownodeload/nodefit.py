@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Callable
 
 from koordinator.apis import extension
-from koordinator.apis.selectors import node_selector_term_matches
 from koordinator.apis.taints import find_untolerated_taint
+from koordinator_roles.descheduler.framework.nodefit import matches_node_labels
 
 from .usage import CPU, MEMORY, PODS, Amounts, Obj, amounts, milli
 
@@ -57,19 +57,9 @@ def fits(pod: Obj, requests: Amounts, target: TargetNode) -> bool:
     """NodeFit of ``pod`` (requests given) on ``target``."""
     if target.unschedulable:
         return False
+    if not matches_node_labels(pod, target.labels, target.name):
+        return False
     spec = pod.get("spec") or {}
-    selector = spec.get("nodeSelector")
-    if selector:
-        labels = target.labels
-        if any(labels.get(k) != v for k, v in selector.items()):
-            return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is not None:
-        terms = required.get("nodeSelectorTerms") or []
-        fields = {"metadata.name": target.name}
-        if not any(node_selector_term_matches(t, target.labels, fields) for t in terms):
-            return False
     if target.taints and find_untolerated_taint(target.taints, spec.get("tolerations")) is not None:
         return False
     free = target.free

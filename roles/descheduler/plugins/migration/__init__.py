@@ -86,7 +86,8 @@ class MigrationController(EvictPlugin, FilterPlugin, ControllerProvider):
         #: Written on the jobs this instance creates (provenance only: every instance resumes every job).
         self.created_by = str(uuid.uuid4())
         self.state = ClusterState(self.client, handle.informers)
-        self.filters = MigrationFilter(args, self.state, self._priority_threshold())
+        nodes = handle.informers.informer("Node").store.list if args.node_fit else None
+        self.filters = MigrationFilter(args, self.state, self._priority_threshold(), nodes)
         self.limiters = ObjectLimiters(args, self.state.safe_expected_replicas)
         self.evictor = EvictorInterpreter(self.client, args)
         self.reconciler = MigrationReconciler(self.client, self.state, args, self.limiters, self.evictor, recorder,

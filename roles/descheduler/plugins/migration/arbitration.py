@@ -1,23 +1,25 @@
 """The arbitrator (reference §1.7.4): admits pending PodMigrationJobs one tick at a time, in order, within limits.
 
-New jobs wait here; every ``arbitrationArgs.interval`` the waiting jobs are sorted (newest first, then by the
-pod's eviction order: missing pods first, lower priority, lower eviction cost) and each is checked with the pod
-marked as arbitrating: a job whose pod may never migrate fails (``ForbiddenMigratePod``), one held back by a
-migration limit keeps waiting, the others get ``descheduler.koordinator.sh/passed-arbitration: "true"`` — the
-update that starts their reconciliation — and count against the limits for the jobs after them.
-Koordinator's grouping of batch-``Job`` pods is not implemented.
+New jobs wait here; every ``arbitrationArgs.interval`` the waiting jobs are sorted — Koordinator's stable sorts
+applied in turn, so the last is the primary key: newest first; by the pod's eviction order (missing pods first,
+lower priority, lower eviction cost); jobs of pods of one batch ``Job`` pulled together to the place of its first;
+then descending by how many jobs of that ``Job``'s pods are migrating already (so a Job half moved is finished
+first) — and each is checked with the pod marked as arbitrating: a job whose pod may never migrate fails
+(``ForbiddenMigratePod``), one held back by a migration limit keeps waiting, the others get
+``descheduler.koordinator.sh/passed-arbitration: "true"`` — the update that starts their reconciliation — and
+count against the limits for the jobs after them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from koordinator.apis import migration as mj
 from koordinator.runtime.errors import Conflict, NotFound
 from koordinator_roles.descheduler.plugins.migration.filter import MigrationFilter
-from koordinator_roles.descheduler.plugins.migration.state import ClusterState
+from koordinator_roles.descheduler.plugins.migration.state import INDEX_JOB_POD_UID, ClusterState
 
 log = logging.getLogger("koordinator.descheduler.migration")
 
@@ -37,6 +39,51 @@ def sort_key(job: Obj, pod: Obj | None) -> tuple:
     if pod is None:
         return (0, 0, 0, created)
     return (1, (pod.get("spec") or {}).get("priority") or 0, _eviction_cost(pod), created)
+
+
+def batch_job_uid(pod: Obj | None) -> str | None:
+    """The UID of the batch ``Job`` controlling ``pod`` (None: no pod, or another kind of controller)."""
+    ref = mj.controller_ref(pod) if pod is not None else None
+    if ref is None or ref.get("kind") != "Job":
+        return None
+    return ref.get("uid") or None
+
+
+def _name(job: Obj) -> str:
+    return job["metadata"]["name"]
+
+
+def group_by_controller(jobs: list[Obj], pods: Mapping[str, Obj | None]) -> list[Obj]:
+    """``SortJobsByController``: jobs of pods of one batch ``Job`` move up to the place of that Job's first job
+    (in their order); the other jobs keep theirs. ``pods``: job name → its pod (None when missing)."""
+    first: dict[str, int] = {}
+    rank: dict[str, int] = {}
+    for i, job in enumerate(jobs):
+        owner = batch_job_uid(pods.get(_name(job)))
+        rank[_name(job)] = first.setdefault(owner, i) if owner is not None else i
+    return sorted(jobs, key=lambda j: rank[_name(j)])  # stable: ties keep their order
+
+
+def sort_by_migrating_num(jobs: list[Obj], pods: Mapping[str, Obj | None],
+                          migrating_of: Callable[[str], int]) -> list[Obj]:
+    """``SortJobsByMigratingNum``: descending by ``migrating_of(uid of the pod's batch Job)``; jobs of pods no
+    batch ``Job`` owns count 0. Stable, so it is the primary key over the earlier sorts."""
+    counts: dict[str, int] = {}
+
+    def count(job: Obj) -> int:
+        owner = batch_job_uid(pods.get(_name(job)))
+        if owner is None:
+            return 0
+        if owner not in counts:
+            counts[owner] = migrating_of(owner)
+        return counts[owner]
+    return sorted(jobs, key=lambda j: -count(j))
+
+
+def is_migrating(job: Obj) -> bool:
+    """What ``SortJobsByMigratingNum`` counts: a job that passed arbitration or is Running."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(mj.ANNOTATION_PASSED_ARBITRATION) == "true" or mj.phase(job) == mj.PHASE_RUNNING
 
 
 class Arbitrator:
@@ -82,6 +129,8 @@ class Arbitrator:
             ref = mj.pod_ref(job)
             pods[job["metadata"]["name"]] = self.state.pod(ref.get("namespace", ""), ref.get("name", ""))
         jobs.sort(key=lambda j: sort_key(j, pods[j["metadata"]["name"]]))
+        jobs = group_by_controller(jobs, pods)
+        jobs = sort_by_migrating_num(jobs, pods, self._migrating_of_batch_job)
         for job in jobs:
             name = job["metadata"]["name"]
             current = self.state.jobs.store.get(name)
@@ -97,6 +146,15 @@ class Arbitrator:
                 if self.filters.throttled(pod, arbitrating=True):
                     continue
             self._admit(current)
+
+    def _migrating_of_batch_job(self, owner_uid: str) -> int:
+        """Migrating jobs of the pods the batch Job ``owner_uid`` owns (pods by owner UID, jobs by pod UID)."""
+        total = 0
+        for pod in self.state.pods_of_owner(owner_uid):
+            uid = (pod.get("metadata") or {}).get("uid")
+            if uid:
+                total += sum(1 for j in self.state.jobs.store.by_index(INDEX_JOB_POD_UID, uid) if is_migrating(j))
+        return total
 
     def _admit(self, job: Obj) -> None:
         name = job["metadata"]["name"]

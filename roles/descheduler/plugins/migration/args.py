@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from koordinator.apis import migration as mj
 from koordinator.apis.goduration import parse_go_duration
 from koordinator.apis.pluginargs import bool_arg
-from koordinator.apis.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from koordinator.apis.selectors import LabelSelector, SelectorError, label_selector_from_dict, parse_label_selector
 
 RETRYABLE_GATES = ("MaxUnavailablePerWorkload", "MaxMigratingPerWorkload", "MaxMigratingPerNode",
                    "MaxMigratingPerNamespace", "MaxMigratingGlobally")
@@ -47,6 +47,9 @@ class MigrationControllerArgs:
     label_selector: LabelSelector | None = None
     namespaces_include: list[str] = field(default_factory=list)
     namespaces_exclude: list[str] = field(default_factory=list)
+    #: ``nodeFit``: a pod must fit some other ready node (among those ``node_selector`` matches; None: all).
+    node_fit: bool = False
+    node_selector: LabelSelector | None = None
     skip_eviction_gates: list[str] = field(default_factory=list)
     max_migrating_globally: int | None = None
     max_migrating_per_node: int | None = 2
@@ -102,6 +105,18 @@ def _strings(args: Mapping[str, Any], key: str, default: list[str] | None = None
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
         raise ValueError(f"{key}: Invalid value: {v!r}: must be a list of strings")
     return list(v)
+
+
+def _node_selector(value: Any) -> LabelSelector | None:
+    """``nodeSelector``: a label selector string (``labels.Parse`` syntax); None when empty."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"nodeSelector: Invalid value: {value!r}: must be a label selector string like \"a=b,c!=d\"")
+    try:
+        return parse_label_selector(value)
+    except SelectorError as exc:
+        raise ValueError(f"nodeSelector: Invalid value: {value!r}: {exc}") from None
 
 
 def _one_of(args: Mapping[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
@@ -182,12 +197,8 @@ def parse_args(args: Mapping[str, Any] | None) -> MigrationControllerArgs:
         out.namespaces_exclude = _strings(namespaces, "exclude")
         if out.namespaces_include and out.namespaces_exclude:
             raise ValueError("namespaces: Invalid value: only one of Include/Exclude namespaces can be set")
-    if bool_arg(args, "nodeFit"):
-        # The fit simulation against every other node is not implemented here: refuse rather than ignore it.
-        raise ValueError("nodeFit: Invalid value: true: nodeFit is not supported by this MigrationController")
-    if args.get("nodeSelector"):
-        raise ValueError(f"nodeSelector: Invalid value: {args['nodeSelector']!r}: only used with nodeFit, "
-                         "which is not supported")
+    out.node_fit = bool_arg(args, "nodeFit")
+    out.node_selector = _node_selector(args.get("nodeSelector"))
     out.skip_eviction_gates = _strings(args, "skipEvictionGates")
     for i, gate in enumerate(out.skip_eviction_gates):
         if gate not in RETRYABLE_GATES + POLICY_GATES:
@@ -224,6 +235,8 @@ def parse_args(args: Mapping[str, Any] | None) -> MigrationControllerArgs:
 
 def _apply_skipped_gates(out: MigrationControllerArgs) -> None:
     """Skipping a policy gate relaxes the matching setting (Koordinator's effective args)."""
+    if out.skipped("NodeFit"):
+        out.node_fit = False
     if out.skipped("LabelSelector"):
         out.label_selector = None
     if out.skipped("PriorityThreshold"):

@@ -2,17 +2,20 @@
 
 ``filter(pod)`` = no active PMJ for the pod ∧ Reservation filter ∧ non-retryable filter ∧ retryable filter.
 Non-retryable: namespaces, eviction cost, evictor constraints (DaemonSet/mirror/static/terminating/bare pods,
-priority, local storage, PVC, label selector) and expected replicas. Retryable: migrating limits globally, per
-node, per namespace and per workload, and the unavailable limit per workload. The last two families are skipped
-for pods annotated ``descheduler.alpha.kubernetes.io/evict``.
+priority, local storage, PVC, label selector, and with ``nodeFit`` a fit on some ready node other than the pod's
+among those ``nodeSelector`` matches) and expected replicas. Retryable: migrating limits globally, per node, per
+namespace and per workload, and the unavailable limit per workload. The last two families are skipped
+for pods annotated ``descheduler.alpha.kubernetes.io/evict``. ``pre_eviction_filter`` re-checks ``nodeFit`` just
+before evicting.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from koordinator.apis import migration as mj
+from koordinator_roles.descheduler.framework.nodefit import NOT_FIT_MESSAGE, fits_any_other_ready_node
 from koordinator_roles.descheduler.plugins.migration.args import MigrationControllerArgs
 from koordinator_roles.descheduler.plugins.migration.state import ClusterState
 
@@ -41,12 +44,19 @@ def is_active_pod(pod: Obj) -> bool:
 
 
 class MigrationFilter:
-    """The filters over the shared :class:`ClusterState`; ``priority_threshold`` is resolved by the plugin."""
+    """The filters over the shared :class:`ClusterState`; ``priority_threshold`` is resolved by the plugin.
 
-    def __init__(self, args: MigrationControllerArgs, state: ClusterState, priority_threshold: int | None) -> None:
+    ``nodes`` lists the cluster's nodes (the Node informer's cache) for ``nodeFit``; it is needed only then.
+    """
+
+    def __init__(self, args: MigrationControllerArgs, state: ClusterState, priority_threshold: int | None,
+                 nodes: Callable[[], list[Obj]] | None = None) -> None:
+        if args.node_fit and nodes is None:
+            raise ValueError("nodeFit: Invalid value: true: the MigrationController has no Node lister to fit pods on")
         self.args = args
         self.state = state
         self.priority_threshold = priority_threshold
+        self.nodes = nodes
 
     # -- the chain ----------------------------------------------------------------------------------------------
     def filter(self, pod: Obj) -> bool:
@@ -59,8 +69,20 @@ class MigrationFilter:
         return self.non_retryable(pod) and self.retryable(pod)
 
     def pre_eviction_filter(self, pod: Obj) -> bool:
-        # Upstream's PreEvictionFilter only re-checks nodeFit, which this controller does not support.
-        return True
+        # Koordinator's PreEvictionFilter is upstream DefaultEvictor's, which checks only nodeFit.
+        why = self.node_fit_rejection(pod)
+        if why is not None:
+            meta = _meta(pod)
+            log.info("%s pod=%s/%s", why, meta.get("namespace"), meta.get("name"))
+        return why is None
+
+    def node_fit_rejection(self, pod: Obj) -> str | None:
+        """With ``nodeFit``: why the pod fits no other ready node (None: it fits one, or nodeFit is off)."""
+        if not self.args.node_fit or self.nodes is None:
+            return None
+        if fits_any_other_ready_node(pod, self.state, self.nodes(), self.args.node_selector):
+            return None
+        return NOT_FIT_MESSAGE
 
     @staticmethod
     def evict_annotated(pod: Obj) -> bool:
@@ -119,7 +141,9 @@ class MigrationFilter:
             return "pod has a PVC"
         if a.label_selector is not None and not a.label_selector.matches(meta.get("labels") or {}):
             return "pod does not match the label selector"
-        return None
+        # Last although Koordinator checks it before the label selector: it is the one check that looks at every
+        # node, and the order only changes which reason a pod failing both gets.
+        return self.node_fit_rejection(pod)
 
     def expected_replicas_rejection(self, pod: Obj) -> str | None:
         a = self.args

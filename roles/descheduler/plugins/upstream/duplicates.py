@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from koordinator_roles.descheduler.framework.interfaces import BalancePlugin, Handle, Obj, Status
+from koordinator_roles.descheduler.framework.nodefit import (is_unschedulable, matches_node_selector,
+                                                             tolerates_no_schedule_taints)
 
 from .args import ArgsReader, Namespaces
-from .nodefit import is_unschedulable, matches_node_selector, tolerates_no_schedule_taints
 from .podutil import PodSelection, creation_time, evict, has_excluded_owner, meta, node_name, owner_refs, spec, \
     watch_pods
 

@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 from koordinator.apis.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from koordinator_roles.descheduler.framework.interfaces import DeschedulePlugin, Handle, Obj, Status
+from koordinator_roles.descheduler.framework.nodefit import TERMINAL_PHASES, node_labels
 
 from .args import ArgsReader, Namespaces
-from .nodefit import TERMINAL_PHASES, node_labels
 from .podutil import PodSelection, evict, meta, node_name, sort_priority_low_to_high, spec, status, watch_pods
 
 NAME = "RemovePodsViolatingInterPodAntiAffinity"

@@ -13,10 +13,10 @@ from typing import Any, Mapping
 
 from koordinator.apis.selectors import LabelSelector
 from koordinator_roles.descheduler.framework.interfaces import DeschedulePlugin, Handle, Obj, Status
+from koordinator_roles.descheduler.framework.nodefit import (NodeFit, matches_node_selector, preferred_node_affinity,
+                                                             preferred_score, required_node_affinity)
 
 from .args import ArgsReader, Namespaces
-from .nodefit import (NodeFit, matches_node_selector, preferred_node_affinity, preferred_score,
-                      required_node_affinity)
 from .podutil import PodSelection, evict, node_name, watch_pods
 
 NAME = "RemovePodsViolatingNodeAffinity"

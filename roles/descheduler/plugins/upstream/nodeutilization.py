@@ -14,9 +14,9 @@ from typing import Any, Callable, Mapping
 
 from koordinator.apis.extension import kube_qos_class, pod_requests, resource_list
 from koordinator_roles.descheduler.framework.interfaces import Handle, Obj
+from koordinator_roles.descheduler.framework.nodefit import TERMINAL_PHASES, is_unschedulable
 
 from .args import ArgsReader, Namespaces
-from .nodefit import TERMINAL_PHASES, is_unschedulable
 from .podutil import evict, meta, node_name, pod_priority, spec, status
 
 DEFAULT_RESOURCES = ("cpu", "memory", "pods")

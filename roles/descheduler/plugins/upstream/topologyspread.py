@@ -22,9 +22,9 @@ from typing import Any, Mapping
 
 from koordinator.apis.selectors import LabelSelector, SelectorError, label_selector_from_dict
 from koordinator_roles.descheduler.framework.interfaces import BalancePlugin, Handle, Obj, Status
+from koordinator_roles.descheduler.framework.nodefit import TERMINAL_PHASES, NodeFit, node_labels
 
 from .args import ArgsReader, Namespaces
-from .nodefit import TERMINAL_PHASES, NodeFit, node_labels
 from .podutil import PodSelection, evict, meta, node_name, pod_priority, spec, status, watch_pods
 
 NAME = "RemovePodsViolatingTopologySpreadConstraint"
