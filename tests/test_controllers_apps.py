@@ -273,29 +273,30 @@ def test_replicaset_adopts_orphans_and_releases_pods_that_stop_matching(client, 
 
 
 def test_replicaset_scale_down_deletes_the_least_useful_pods_first(client, ns, kubelet):
-    # Pods not yet scheduled or not ready go before ready ones; among ready ones the newest first.
-    kubelet.hold = lambda pod: pod["metadata"].get("labels", {}).get("hold") == "yes"
+    # Pods not yet scheduled or not ready go before ready ones; among those, the lower deletion cost first.
     rs = client.create(replicaset(ns, "rank", 3, {"app": "rank"}))
     wait_until(lambda: (client.get("ReplicaSet", "rank", ns).get("status") or {}).get("readyReplicas") == 3,
                message="3 ready pods")
     ready = {p["metadata"]["name"] for p in pods_of(client, ns, "app=rank")}
-    for i in range(2):  # orphans that match: adopted, but held back (unassigned, Pending)
-        client.create({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": f"pending-{i}", "namespace": ns,
-                                    "labels": {"app": "rank", "hold": "yes"}},
-                       "spec": pod_template({})["spec"]})
-    client.patch("Pod", "pending-1", {"metadata": {"annotations": {
+    # Two more replicas the kubelet holds back (unassigned, Pending); the replica count only changes
+    # by the test's own patches, so the controller never has surplus pods before the test asks.
+    kubelet.hold = lambda pod: pod["metadata"]["name"] not in ready
+    client.patch("ReplicaSet", "rank", {"spec": {"replicas": 5}}, namespace=ns)
+    pending = wait_until(lambda: len(names := {p["metadata"]["name"] for p in pods_of(client, ns, "app=rank")}) == 5
+                         and sorted(names - ready), message="2 pending pods")
+    cheap, costly = pending
+    client.patch("Pod", costly, {"metadata": {"annotations": {
         "controller.kubernetes.io/pod-deletion-cost": "100"}}}, namespace=ns)
-    # Scaled to 4: one pod must go, and it is the unassigned pending pod with the lower deletion cost.
+    # Scaled to 4: one pod must go, and it is the pending pod with the lower deletion cost.
     client.patch("ReplicaSet", "rank", {"spec": {"replicas": 4}}, namespace=ns)
-    wait_until(lambda: {p["metadata"]["name"] for p in pods_of(client, ns, "app=rank")} == ready | {"pending-1"},
-               message="pending-0 deleted first")
-    # To 3: the other pending pod; to 1: two ready ones, never pending ones first since none are left.
+    wait_until(lambda: {p["metadata"]["name"] for p in pods_of(client, ns, "app=rank")} == ready | {costly},
+               message=f"{cheap} deleted first")
+    # To 3: the other pending pod, never a ready one while a pending one is left.
     client.patch("ReplicaSet", "rank", {"spec": {"replicas": 3}}, namespace=ns)
     wait_until(lambda: {p["metadata"]["name"] for p in pods_of(client, ns, "app=rank")} == ready,
-               message="pending-1 deleted next")
+               message=f"{costly} deleted next")
     messages_once(client, ns, "rank", "SuccessfulDelete",
-                  lambda m: "Deleted pod: pending-0" in m and "Deleted pod: pending-1" in m)
+                  lambda m: f"Deleted pod: {cheap}" in m and f"Deleted pod: {costly}" in m)
     assert all(owned_by(p, rs) for p in pods_of(client, ns, "app=rank"))
 
 

@@ -100,8 +100,9 @@ def test_room_freed_by_deleting_a_blocking_pod(fresh_crd_server, scheduler_api, 
         assert not any(bound_to(scheduler_api, n) for n in names)
         scheduler_api.delete("Pod", "blocker", NS)
         wait_until(lambda: all(bound_to(scheduler_api, n) for n in names), timeout=30, message="all bound")
-        gang = plugin_of(sched).gang_of("sched/h")
-        assert gang is not None and sorted(gang.bound) == [f"sched/{n}" for n in names]
+        # The scheduler records a member as bound when its binding cycle ends, a moment after the API shows it.
+        gang = wait_until(lambda: (g := plugin_of(sched).gang_of("sched/h")) is not None
+                          and sorted(g.bound) == [f"sched/{n}" for n in names] and g, message="the gang's bound members")
         assert gang.group_info.once_resource_satisfied
 
 
