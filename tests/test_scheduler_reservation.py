@@ -495,6 +495,30 @@ def test_cache_tracks_owner_pods_in_any_order():
     assert [i.name for i in cache.matchable_by_node()["n1"]] == ["once"]
 
 
+def test_cache_keeps_an_assumed_owner_while_it_binds_and_wakes_the_controller_once_bound():
+    from koordinator_roles.scheduler.plugins.reservation.cache import ReservationCache
+
+    cache = ReservationCache()
+    wakes: list[None] = []
+    cache.on_change = lambda: wakes.append(None)
+    cache.add_reservation(_available("once", "n1", "4"))
+    owner = _owner("1")
+    cache.assume_pod("uid-once", owner["metadata"]["uid"], f"{NS}/{owner['metadata']['name']}", {"cpu": 1000})
+    assert "n1" not in cache.matchable_by_node()
+    # PreBind's annotation seen before the bind: still taken (a second owner must not get the allocateOnce room).
+    owner["metadata"]["annotations"][rv.ANNOTATION_RESERVATION_ALLOCATED] = rv.allocated_annotation("once", "uid-once")
+    cache.update_pod(_owner("1"), owner)
+    assert "n1" not in cache.matchable_by_node() and cache.owners_of("uid-once") == [f"{NS}/{owner['metadata']['name']}"]
+    # The bind seen: the assignment is the same, but the controller is woken to count the owner.
+    before = len(wakes)
+    bound = {**owner, "spec": {**owner["spec"], "nodeName": "n1"}}
+    cache.update_pod(owner, bound)
+    assert len(wakes) == before + 1 and cache.owners_of("uid-once") == [f"{NS}/{owner['metadata']['name']}"]
+    # Finished: the room is given back.
+    cache.update_pod(bound, {**bound, "status": {"phase": "Succeeded"}})
+    assert cache.owners_of("uid-once") == []
+
+
 # -- reservation-aware preemption (enablePreemption) ------------------------------------------------------------
 
 def test_preemption_args():

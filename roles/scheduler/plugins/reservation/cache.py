@@ -196,18 +196,27 @@ class ReservationCache:
         self._unassign(pod_uid, only=uid)
 
     def add_pod(self, pod: dict) -> None:
-        """A pod from the informer: assigned to its reservation while bound and active."""
+        """A pod from the informer: assigned to its reservation while bound and active.
+
+        A pod not bound yet keeps what the scheduling cycle assumed for it: between Reserve and the bind
+        (PreBind's annotation included) only Unreserve may give its room back, else a second owner could be
+        placed into an allocateOnce reservation while the first is still binding. A bound owner wakes the
+        listeners even when its assignment is unchanged: that is when the controller may count it as an owner.
+        """
         meta = pod.get("metadata") or {}
         pod_uid = meta.get("uid", "")
         allocated = rv.allocated_reservation(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase")
-        if allocated is None or not node or phase in ("Succeeded", "Failed"):
+        if phase in ("Succeeded", "Failed") or (node and allocated is None):
             if pod_uid in self._pod_reservation:
                 self._unassign(pod_uid)
             return
+        if not node or allocated is None:
+            return
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        self._assign(allocated[1], pod_uid, key, extension.pod_requests(pod))
+        if not self._assign(allocated[1], pod_uid, key, extension.pod_requests(pod)):
+            self.on_change()
 
     def update_pod(self, old: dict, new: dict) -> None:
         self.add_pod(new)
@@ -218,7 +227,8 @@ class ReservationCache:
         if pod_uid in self._pod_reservation:
             self._unassign(pod_uid)
 
-    def _assign(self, uid: str, pod_uid: str, key: str, requests: dict[str, int]) -> None:
+    def _assign(self, uid: str, pod_uid: str, key: str, requests: dict[str, int]) -> bool:
+        """Record the pod in the reservation; whether anything changed (listeners are told when it did)."""
         changed: list[str] = []
         with self._lock:
             previous = self._pod_reservation.get(pod_uid)
@@ -234,6 +244,7 @@ class ReservationCache:
             self.on_allocated_change(u)
         if changed:
             self.on_change()
+        return bool(changed)
 
     def _unassign(self, pod_uid: str, only: str | None = None) -> None:
         with self._lock:
