@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Benchmark one LowNodeLoad round (koord-descheduler); prints one JSON document.
+"""Benchmark koord-descheduler (a LowNodeLoad round, MigrationController throughput); prints one JSON document.
 
-The cluster is built in memory and fed to the plugin through its real code paths: Nodes, Pods and
+Shape: ``{"lownodeload_round": {...}, "migration_throughput": {...}, "ok": ...}``; ``--part round|migration|all``
+picks the parts (default all), and the top-level ``ok`` (and the exit status) is true only when every part
+run is ok.
+
+**lownodeload_round.** The cluster is built in memory and fed to the plugin through its real code paths: Nodes, Pods and
 NodeMetrics sit in real informer caches (an InformerFactory whose stores are filled directly, nothing
 started), pods are found through the Pod informer's ``spec.nodeName`` index as the role wires
 ``PluginHandle.pod_index``, and evictions go to a recording Evictor (the plugin API's boundary) that
@@ -14,6 +18,15 @@ single measured round acts. Pods alternate between koord-prod and koord-batch, w
 
 Reported: ``cpu_seconds`` (process CPU time of ``LowNodeLoad.balance``), ``wall_seconds``,
 ``migrations`` (evict calls accepted), ``ok`` (cpu_seconds ≤ target and at least one migration).
+
+**migration_throughput** (``bench_descheduler_migration``): ``--jobs`` PodMigrationJobs (default 200) through the
+embedded API server, executed by a real ``koordinator --role=descheduler`` process (MigrationController with its
+limits opened up), in ``--mode`` EvictDirectly, ReservationFirst (with a real ``--role=scheduler`` process
+placing the Reservations and this script playing the ReplicaSet controller and the kubelet) or both (default),
+each mode in a fresh cluster. Reported per mode: wall seconds from the first create until every job is terminal,
+``jobs_per_second``, ``succeeded``/``failed`` (with reasons), and the CPU seconds of the descheduler (and API
+server, scheduler) process over that span; ``ok`` when every job Succeeded the mode's way. No target is set for
+this part: the figures are reported. See that module's docstring for the cluster and configuration.
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import signal
 import sys
 import time
 from datetime import datetime, timezone
@@ -28,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "scripts"))  # bench_descheduler_migration, also when imported from elsewhere
 
 from koordinator.runtime.client import Client  # noqa: E402
 from koordinator.runtime.informer import InformerFactory  # noqa: E402
@@ -139,16 +154,44 @@ def bench(nodes: int = 5000, pods: int = 50000) -> dict:
             "ok": cpu <= TARGET_CPU_SECONDS and evictor.evictions > 0}
 
 
+def _interrupt(signum: int, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from bench_descheduler_migration import MODES, bench_migration
+
+    # Ctrl-C and SIGTERM unwind through the ``finally`` blocks that stop the child processes (SIGINT too where
+    # a non-interactive shell started this script with it ignored).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 1)[1])
-    parser.add_argument("--nodes", type=int, default=5000, help="number of nodes (default 5000)")
-    parser.add_argument("--pods", type=int, default=50000, help="number of pods, spread evenly (default 50000)")
+    parser.add_argument("--part", choices=("round", "migration", "all"), default="all",
+                        help="which measurement to run (default all)")
+    parser.add_argument("--nodes", type=int, default=5000, help="round: number of nodes (default 5000)")
+    parser.add_argument("--pods", type=int, default=50000, help="round: number of pods, spread evenly (default 50000)")
+    parser.add_argument("--jobs", type=int, default=200, help="migration: PodMigrationJobs per mode (default 200)")
+    parser.add_argument("--mode", choices=(*MODES, "both"), default="both",
+                        help="migration: the jobs' mode (default both, each in a fresh cluster)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="migration: seconds to wait for the jobs of one mode (default 300)")
     opts = parser.parse_args(argv)
     if opts.nodes < 2 or opts.pods < 0:
         parser.error("--nodes must be at least 2 and --pods not negative")
-    result = bench(opts.nodes, opts.pods)
+    if opts.jobs < 1:
+        parser.error(f"--jobs: Invalid value: {opts.jobs}: must be at least 1")
+    if opts.timeout <= 0:
+        parser.error(f"--timeout: Invalid value: {opts.timeout:g}: must be greater than 0")
+    result: dict = {}
+    if opts.part in ("round", "all"):
+        result["lownodeload_round"] = bench(opts.nodes, opts.pods)
+    if opts.part in ("migration", "all"):
+        modes = MODES if opts.mode == "both" else (opts.mode,)
+        result["migration_throughput"] = bench_migration(opts.jobs, modes, opts.timeout)
+    result["ok"] = all(part["ok"] for part in result.values())
     print(json.dumps(result, indent=2))
     return 0 if result["ok"] else 1
 

@@ -114,3 +114,14 @@ def test_runtime_proxy_bench_reports_added_latency_and_targets(scripts):
         assert target["worst"] == worst
         assert target["met"] is (worst <= target["target"])
     assert out["ok"] is all(t["met"] for t in out["targets"].values())
+
+
+def test_descheduler_migration_bench_moves_every_pod_through_the_processes(scripts):
+    """A few EvictDirectly jobs through real ``koordinator apiserver`` and ``--role=descheduler`` processes: every
+    job Succeeded by evicting its pod, and the descheduler's CPU time is reported (figures not asserted)."""
+    bench = scripts("bench_descheduler_migration")
+    out = bench.bench_migration(jobs=3, modes=("EvictDirectly",), timeout=60)
+    run = out["modes"]["EvictDirectly"]
+    assert run["ok"] is True and out["ok"] is True, run
+    assert (run["succeeded"], run["failed"], run["unfinished"], run["succeeded_not_as_the_mode_says"]) == (3, 0, 0, 0)
+    assert run["stopped"] == "finished" and run["descheduler_cpu_seconds"] >= 0

@@ -1,21 +1,30 @@
 """koord-descheduler end to end on ``koordinator local`` (two simulated nodes), driven with kubectl as a user would:
 LowNodeLoad enabled by editing the cluster's koord-descheduler-config ConfigMap (taken at the next start), one
-node made hot by pods with high simulated CPU, the other cold; dry run first, then the real thing: PodMigrationJobs
-move the BE workload's pods through Reservations to the cold node until the hot one is below its high threshold."""
+node made hot by pods with high simulated CPU, the other cold; dry run first (local's own descheduler), then the
+real thing by two descheduler processes electing a leader, the leader killed mid-migration: PodMigrationJobs move
+the BE workload's pods through Reservations to the cold node, one at a time (a PDB), until the hot one is below its
+high threshold, with one Reservation and one eviction per job."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import yaml
 
 from koordinator.apis import quantity
+from koordinator.local import free_port
 from koordinator.runtime.errors import NotFound
 from tests.local_cluster import Cluster, running_cluster
+from tests.test_local import processes_mentioning
 from tests.waiting import wait_until
 
 HOT, COLD, NS = "sim-node-0", "sim-node-1", "demo"
@@ -44,6 +53,13 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         cm = first.client.get("ConfigMap", CONFIGMAP, "koordinator-system")
         document = enable_low_node_load(yaml.safe_load(cm["data"][CONFIGMAP]))
         first.client.patch("ConfigMap", CONFIGMAP, {"data": {CONFIGMAP: yaml.safe_dump(document)}},
+                           namespace="koordinator-system", patch_type="merge")
+        # NodeMetrics average usage over the last 15s instead of 300s: the hot node crosses its threshold (and
+        # falls back below it) within seconds of the pods starting (moving).
+        slo = first.client.get("ConfigMap", "slo-controller-config", "koordinator-system")
+        colocation = json.loads(slo["data"]["colocation-config"])
+        colocation["metricAggregateDurationSeconds"] = 15
+        first.client.patch("ConfigMap", "slo-controller-config", {"data": {"colocation-config": json.dumps(colocation)}},
                            namespace="koordinator-system", patch_type="merge")
         first.lp.proc.send_signal(signal.SIGTERM)
         assert first.lp.finish() == 0
@@ -125,28 +141,143 @@ def _scenario(cluster: Cluster) -> None:
     assert jobs(cluster) == []
     assert all(p["spec"]["nodeName"] == HOT for p in pods_of(cluster, "be"))
 
-    # The real thing (dryRun is reloaded while running): BE pods move to the cold node through
-    # PodMigrationJobs and Reservations until the hot node is below its high threshold.
-    path = cluster.lp.data_dir / "descheduler-config.yaml"
-    document = yaml.safe_load(path.read_text())
-    document["dryRun"] = False
-    path.write_text(yaml.safe_dump(document))
-    wait_until(lambda: any((j.get("status") or {}).get("phase") == "Succeeded" for j in jobs(cluster)), WAIT,
-               "a PodMigrationJob Succeeded")
-    wait_until(lambda: node_cpu_percent(cluster, HOT) < HIGH_CPU, WAIT, "the hot node below its high threshold")
+    # The real thing, by a pair of descheduler processes electing a leader on the koord-descheduler Lease (local's
+    # own, which elects none, is killed first). The leader is killed mid-migration; the other one takes over and
+    # finishes the jobs without a second Reservation or eviction. BE pods move to the cold node through
+    # PodMigrationJobs and Reservations until the hot node is below its high threshold, one at a time (the PDB).
+    kill_local_descheduler(cluster)
+    ready_floor = ReadyFloor(cluster, "be")
+    with elected_deschedulers(cluster) as pair:
+        running = wait_until(lambda: [j for j in jobs(cluster) if (j.get("status") or {}).get("phase") == "Running"],
+                             WAIT, "a PodMigrationJob Running")
+        leader = pair.kill_leader()
+        wait_until(lambda: any((j.get("status") or {}).get("phase") == "Succeeded" for j in jobs(cluster)), WAIT,
+                   "a PodMigrationJob Succeeded")
+        wait_until(lambda: node_cpu_percent(cluster, HOT) < HIGH_CPU, WAIT, "the hot node below its high threshold")
+        wait_until(lambda: all((j.get("status") or {}).get("phase") == "Succeeded" for j in jobs(cluster)), WAIT,
+                   "every PodMigrationJob Succeeded")
+        assert "lease acquired" in pair.log(pair.other(leader)), pair.log(pair.other(leader))[-2000:]
+    assert ready_floor.stop() >= 3, "more than one BE pod unavailable at once despite the PDB (maxUnavailable 1)"
     moved = [p for p in pods_of(cluster, "be") if p["spec"].get("nodeName") == COLD]
     assert moved, "no BE pod on the cold node"
-    done = [j for j in jobs(cluster) if (j.get("status") or {}).get("phase") == "Succeeded"]
+    done = jobs(cluster)
+    assert running[0]["metadata"]["uid"] in {j["metadata"]["uid"] for j in done}   # the interrupted job finished
     for job in done:
         assert job["spec"]["podRef"]["name"].startswith("be-"), job["spec"]["podRef"]  # the bare LS pods stay
         assert job["status"]["nodeName"] == COLD
-    pods = [j["spec"]["podRef"]["name"] for j in jobs(cluster)]
+    pods = [j["spec"]["podRef"]["name"] for j in done]
     assert len(pods) == len(set(pods)), pods                                      # one job per pod
+    # One Reservation per job (named after its UID), and no more BE pods than replicas.
+    reserved = [r["metadata"]["name"] for r in cluster.client.list("Reservation").get("items", [])]
+    assert sorted(reserved) == sorted(j["metadata"]["uid"] for j in done), (reserved, done)
+    assert len(pods_of(cluster, "be")) == 4
     # The workload limit: of 4 replicas, at most 2 migrations per 5 minutes (MigrationController's defaults).
     assert len([n for n in pods if n.startswith("be-")]) <= 2, pods
     assert all(cluster.node_of(f"ls-{i}", NS) == HOT for i in range(2))
     proc = cluster.kubectl("get", "pmj")
     assert proc.returncode == 0 and "Succeeded" in proc.stdout, proc.stdout + proc.stderr
+
+
+def kill_local_descheduler(cluster: Cluster) -> None:
+    """SIGKILL ``local``'s descheduler process (``local`` reports it exited and keeps the rest running)."""
+    found = [pid for pid, cmdline in processes_mentioning("--role=descheduler")
+             if str(cluster.lp.data_dir) in cmdline]
+    assert len(found) == 1, found
+    os.kill(found[0], signal.SIGKILL)
+    wait_until(lambda: not processes_mentioning(f"{cluster.lp.data_dir / 'descheduler-config.yaml'}"), 30,
+               "local's descheduler gone")
+
+
+class ReadyFloor:
+    """The fewest Ready, non-terminating pods of ``app`` seen while it runs (sampled through the API)."""
+
+    def __init__(self, cluster: Cluster, app: str) -> None:
+        self.lowest = len(self._ready(cluster, app))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(cluster, app), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _ready(cluster: Cluster, app: str) -> list[dict]:
+        return [p for p in pods_of(cluster, app)
+                if any(c.get("type") == "Ready" and c.get("status") == "True"
+                       for c in (p.get("status") or {}).get("conditions") or ())]
+
+    def _sample(self, cluster: Cluster, app: str) -> None:
+        while not self._stop.wait(0.05):
+            self.lowest = min(self.lowest, len(self._ready(cluster, app)))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        return self.lowest
+
+
+class DeschedulerPair:
+    """Two ``koordinator --role=descheduler`` processes against ``local``'s API server, on one --config."""
+
+    def __init__(self, cluster: Cluster, config: Path) -> None:
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
+        for name in ("a", "b"):
+            self.logs[name] = _unused(config.with_name(f"descheduler-{name}.log"))
+            with open(self.logs[name], "wb") as log:
+                self.procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", "koordinator", "--role=descheduler", "--kubeconfig", cluster.kubeconfig,
+                     "--config", str(config), "--metrics-addr", f"127.0.0.1:{free_port()}",
+                     "--health-addr", f"127.0.0.1:{free_port()}", "--log-level", "info"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        return self.logs[name].read_text(errors="replace")
+
+    def other(self, name: str) -> str:
+        return "b" if name == "a" else "a"
+
+    def kill_leader(self) -> str:
+        """SIGKILL the one holding the Lease (its log says so); its name."""
+        (leader,) = wait_until(lambda: [n for n in self.procs if "lease acquired" in self.log(n)], 30,
+                               "a descheduler leading")
+        self.procs[leader].kill()
+        self.procs[leader].wait(10)
+        return leader
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _unused(path: Path) -> Path:
+    """``path``, or ``path`` with a number added when it exists (each pair of a module keeps its own logs)."""
+    n = 1
+    while path.exists():
+        path = path.with_name(f"{path.stem.rsplit('.', 1)[0]}.{n}{path.suffix}")
+        n += 1
+    return path
+
+
+@contextmanager
+def elected_deschedulers(cluster: Cluster) -> Iterator[DeschedulerPair]:
+    """:class:`DeschedulerPair` on ``local``'s descheduler configuration with dry run off and leader election on
+    (short lease: the survivor takes over within seconds of the leader's death); always stopped."""
+    document = yaml.safe_load((cluster.lp.data_dir / "descheduler-config.yaml").read_text())
+    document["dryRun"] = False
+    document["leaderElection"] = {**document["leaderElection"], "leaderElect": True, "leaseDuration": "4s",
+                                  "renewDeadline": "3s", "retryPeriod": "1s"}
+    config = cluster.lp.data_dir / "elected-descheduler.yaml"
+    config.write_text(yaml.safe_dump(document))
+    pair = DeschedulerPair(cluster, config)
+    try:
+        yield pair
+    finally:
+        pair.stop()
 
 
 def test_a_job_for_a_missing_pod_fails_naming_it(cluster):
@@ -161,5 +292,6 @@ def test_a_job_for_a_missing_pod_fails_naming_it(cluster):
             return ""
         return status.get("message", "") if status.get("phase") == "Failed" else ""
 
-    message = wait_until(failed, WAIT, "the job Failed")
+    with elected_deschedulers(cluster):  # local's own descheduler was killed by the scenario
+        message = wait_until(failed, WAIT, "the job Failed")
     assert "ghost" in message and "spec.podRef" in message, message
