@@ -69,6 +69,26 @@ def test_bind_addresses_are_completed_and_checked():
     assert error.startswith('metricsBindAddress: Invalid value: "0.0.0.0:port": ')
 
 
+def test_the_files_bind_addresses_are_served_unless_the_flags_say_otherwise(tmp_path):
+    import koordinator_roles.descheduler as role
+    from koordinator.runtime.options import options_from_argv
+
+    def options(*flags: str):
+        opts = options_from_argv(cli.build_role_parser("descheduler", role), ["--role=descheduler", *flags],
+                                 "descheduler", role_type=role.DeschedulerOptions)
+        role.check_options(opts)
+        return opts.health_addr, opts.metrics_addr
+
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(doc(profiles=[{"plugins": ONLY_DEFAULT_EVICTOR}])))
+    assert options("--config", str(plain)) == (":10251", ":10252")  # not set in the file: the role's defaults
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump(doc(healthzBindAddress="127.0.0.1:18251", metricsBindAddress=":18252",
+                                       profiles=[{"plugins": ONLY_DEFAULT_EVICTOR}])))
+    assert options("--config", str(both)) == ("127.0.0.1:18251", "0.0.0.0:18252")
+    assert options("--config", str(both), "--health-addr", ":9999") == (":9999", "0.0.0.0:18252")
+
+
 def test_leader_election_and_interval():
     c = cfg.parse(doc(deschedulingInterval="1m30s", leaderElection={"leaseDuration": "20s"}))
     assert c.descheduling_interval == 90 and c.leader_election["leaseDuration"] == 20

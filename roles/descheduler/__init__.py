@@ -80,7 +80,8 @@ def check_frameworks(config: Any, registry: Any, path: str | None = None) -> Non
 
 
 def apply_configuration(config: Any, options: Any) -> None:
-    """With --config, its leaderElection/clientConnection replace the flags not given on the command line."""
+    """With --config, its leaderElection/clientConnection, and the healthz/metrics bind addresses it sets, replace
+    the flags not given on the command line (as koord-descheduler serves on the file's addresses with --config)."""
     if not options.config:
         return
     le = config.leader_election
@@ -90,8 +91,10 @@ def apply_configuration(config: Any, options: Any) -> None:
                         ("leader_elect_lease_duration", le["leaseDuration"]),
                         ("leader_elect_renew_deadline", le["renewDeadline"]),
                         ("leader_elect_retry_period", le["retryPeriod"]),
-                        ("kube_api_qps", config.client_qps), ("kube_api_burst", config.client_burst)):
-        if dest not in given:
+                        ("kube_api_qps", config.client_qps), ("kube_api_burst", config.client_burst),
+                        ("health_addr", config.healthz_bind_address),
+                        ("metrics_addr", config.metrics_bind_address)):
+        if dest not in given and value is not None:
             setattr(options, dest, value)
 
 

@@ -117,6 +117,10 @@ class DeschedulerConfiguration:
     max_pods_total: int | None = None
     profiles: list[Profile] = field(default_factory=list)
     document: dict[str, Any] = field(default_factory=dict)
+    #: ``healthzBindAddress`` / ``metricsBindAddress`` as the file sets them (None when it does not: the
+    #: role's --health-addr / --metrics-addr defaults apply rather than Koordinator's 0.0.0.0:10251).
+    healthz_bind_address: str | None = None
+    metrics_bind_address: str | None = None
 
 
 # -- LowNodeLoad's args quirks -------------------------------------------------------------------
@@ -226,6 +230,8 @@ def parse(document: dict | None, *, registry_names: Iterable[str] = ()) -> Desch
         max_pods_total=doc.get("maxNoOfPodsToEvictTotal"),
         profiles=profiles,
         document=doc,
+        healthz_bind_address=doc["healthzBindAddress"] or None if document.get("healthzBindAddress") else None,
+        metrics_bind_address=doc["metricsBindAddress"] or None if document.get("metricsBindAddress") else None,
     )
 
 
