@@ -14,6 +14,9 @@ from typing import Any
 _MODULES = {
     "DefaultEvictor": "defaultevictor",
     "LowNodeLoad": "lownodeload",
+    "FragmentationAware": "fragmentationaware",
+    "ScaleDownBinPack": "scaledownbinpack",
+    "CustomPriority": "custompriority",
     "MigrationController": "migration",
     # sigs.k8s.io/descheduler's plugins (upstream.FACTORIES)
     **{name: "upstream" for name in (
