@@ -54,13 +54,6 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         document = enable_low_node_load(yaml.safe_load(cm["data"][CONFIGMAP]))
         first.client.patch("ConfigMap", CONFIGMAP, {"data": {CONFIGMAP: yaml.safe_dump(document)}},
                            namespace="koordinator-system", patch_type="merge")
-        # NodeMetrics average usage over the last 15s instead of 300s: the hot node crosses its threshold (and
-        # falls back below it) within seconds of the pods starting (moving).
-        slo = first.client.get("ConfigMap", "slo-controller-config", "koordinator-system")
-        colocation = json.loads(slo["data"]["colocation-config"])
-        colocation["metricAggregateDurationSeconds"] = 15
-        first.client.patch("ConfigMap", "slo-controller-config", {"data": {"colocation-config": json.dumps(colocation)}},
-                           namespace="koordinator-system", patch_type="merge")
         first.lp.proc.send_signal(signal.SIGTERM)
         assert first.lp.finish() == 0
     with running_cluster(base, "--nodes", "2") as c:      # the edit is taken at the next start

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from koordinator.sim import profiles, tree
-from koordinator.sim.limits import LimitReader, parse_cpu_max, parse_cpulist, parse_memory_limit
+from koordinator.sim.limits import LimitReader, parse_cpu_max, parse_cpulist, parse_memory_limit, place_outside
 from koordinator.sim.simulator import container_id
 from tests.test_sim import (busy, container, create_node, node_names, parse_flat_keyed, parse_proc_stat,  # noqa: F401
                             pod_spec, read, running, sim_factory)
@@ -151,6 +151,42 @@ def test_besteffort_cpuset_is_shared_by_its_pods(client, namespace, env):
     files.cpuset(be, "0-7")
     sim.tick(1.0)
     assert [files.usage_ns(d) for d in dirs] == [(2 + 0.5 + 3) * SEC] * 2
+
+
+@pytest.mark.parametrize("layout", [(1, "cgroupfs"), (2, "systemd")], ids=["v1-cgroupfs", "v2-systemd"])
+def test_system_usage_runs_beside_a_cpuset_the_pods_fill(client, namespace, node_names, sim_factory, tmp_path,
+                                                         layout, caplog):
+    """The koordlet's CPU suppression shrinks the BE cpuset under BE pods wanting more: they fill those
+    CPUs. The node's own processes are in no cpuset, so /proc/stat must still show pods + system (not
+    the system's share clipped on the full CPUs: /proc/stat below pods + system, and a warning of
+    overcommit on a node with idle CPUs)."""
+    version, driver = layout
+    node = node_names[0]
+    create_node(client, node, cpu="8", memory="16Gi", annotations={profiles.ANNOTATION_SYSTEM_USAGE: "cpu=1,memory=0"})
+    sim = sim_factory([node], cgroup_version=version, cgroup_driver=driver)
+    files = Files(tmp_path / "nodes" / node, version, driver)
+    uids = [start_pod(client, namespace, sim, node, f"be-{i}", {profiles.ANNOTATION_CPU: "3"}, [container("main")])
+            for i in range(2)]
+    files.cpuset(tree.qos_dir(driver, "BestEffort"), "0-3")
+    stat0 = parse_proc_stat(read(files.root.parent / "proc/stat"))
+    with caplog.at_level("WARNING", logger="koordinator.sim.simulator"):
+        sim.tick(1.0)
+    # The pods get the 4 CPUs of their cpuset (2 cores each); the system's 1 core goes where there is room.
+    assert [files.usage_ns(tree.pod_dir(driver, "BestEffort", uid)) for uid in uids] == [2 * SEC, 2 * SEC]
+    stat1 = parse_proc_stat(read(files.root.parent / "proc/stat"))
+    per_cpu = [busy(stat1[f"cpu{i}"]) - busy(stat0[f"cpu{i}"]) for i in range(8)]
+    assert per_cpu == [100, 100, 100, 100, 25, 25, 25, 25]
+    assert busy(stat1["cpu"]) - busy(stat0["cpu"]) == 500  # 4 cores of pods + 1 of system, in ticks
+    assert "want more than its CPUs" not in caplog.text
+
+
+def test_place_outside_fills_room_and_reports_what_fits_nowhere():
+    # Even while every CPU has room (remainder rotating from ``start``).
+    assert place_outside(10, [0, 0, 0, 0], 100, 1) == ([2, 3, 3, 2], 0)
+    # CPUs 0-1 full: their share goes to CPUs 2-3 in proportion to the room left after the even part (60 and 20).
+    assert place_outside(40, [100, 100, 30, 70], 100, 0) == ([0, 0, 25, 15], 0)
+    # The whole node full: what fits nowhere comes back.
+    assert place_outside(40, [100, 90, 100, 95], 100, 0) == ([0, 10, 0, 5], 25)
 
 
 def test_memory_over_the_limit_oom_kills_and_restarts(client, namespace, env):

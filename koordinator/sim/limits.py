@@ -183,3 +183,38 @@ def spread(total: int, cpus: list[int], start: int, into: list[int]) -> None:
     base, rest = divmod(total, k)
     for j, cpu in enumerate(cpus):
         into[cpu] += base + (1 if (j - start) % k < rest else 0)
+
+
+def place_outside(total: int, busy: list[int], span: int, start: int) -> tuple[list[int], int]:
+    """Place ``total`` ns of work that no cpuset confines (the node's system processes) on CPUs that
+    already carry ``busy`` ns each in a period of ``span`` ns: evenly while every CPU has room, and
+    what does not fit on a CPU (one saturated by a cgroup confined to a few CPUs) on the CPUs with
+    room left, in proportion to that room, as the kernel's load balancer would. Returns the per-CPU
+    additions and the ns that fit nowhere (0 unless the node as a whole is full)."""
+    n = len(busy)
+    add = [0] * n
+    spread(total, list(range(n)), start, add)
+    excess = 0
+    for i in range(n):
+        room = max(0, span - busy[i])
+        if add[i] > room:
+            excess += add[i] - room
+            add[i] = room
+    if excess == 0:
+        return add, 0
+    rooms = [max(0, span - busy[i] - add[i]) for i in range(n)]
+    free = sum(rooms)
+    moved = min(excess, free)
+    if moved > 0:
+        given = 0
+        for i in range(n):  # floor shares never exceed a CPU's room ...
+            share = moved * rooms[i] // free
+            add[i] += share
+            rooms[i] -= share
+            given += share
+        for j in range(n):  # ... and the few ns of rounding left go where room is left
+            i = (start + j) % n
+            step = min(rooms[i], moved - given)
+            add[i] += step
+            given += step
+    return add, excess - moved

@@ -25,8 +25,12 @@ Pod events only wake the simulator: it works level-triggered from the informer c
 missed or repeated event changes nothing. API writes that fail are retried at the next sync.
 
 Accounting: pods' CPU counts 80 % user and 20 % system time (cgroup ``user_usec``/``system_usec``
-and the ``/proc/stat`` user/system columns); the node's CPU time is spread evenly over its CPUs
-and never exceeds CPUs × elapsed time. Memory figures are whole 4 KiB pages. A pod accrues CPU
+and the ``/proc/stat`` user/system columns). In ``/proc/stat`` each container's CPU time lies evenly on
+the CPUs of its effective cpuset and the node's system usage evenly on all CPUs, except that the part
+of the system's that does not fit on a CPU the pods keep full goes to the CPUs with room (system
+processes are in no pod's cpuset): ``/proc/stat`` shows exactly the pods plus the system while they fit
+the node. No CPU is ever busier than the time that passed (a warning, once, when the pods and the
+system want more than that). Memory figures are whole 4 KiB pages. A pod accrues CPU
 from the moment the simulator started it (or adopted it, after a restart) until now, or until
 its duration ends.
 """
@@ -1064,11 +1068,13 @@ class NodeSimulator:
         since_boot = now - node.started_at
         if dt_ns > 0:
             system_ns = round(max(0.0, node.system.cpu((now + node.last) / 2 - node.started_at)) * dt_ns / 1000)
-            limits.spread(system_ns, list(range(ncpus)), node.turn, pods_add)
-            over = False
+            # The system's processes are in no pod's cpuset: a CPU that a confined cgroup (the BE class under
+            # CPU suppression) keeps busy does not clip them, they run on the CPUs with room.
+            system_add, lost = limits.place_outside(system_ns, pods_add, dt_ns, node.turn)
+            over = lost > 0
             for i in range(ncpus):
-                add = pods_add[i]
-                if add > dt_ns:  # a CPU cannot be busier than the time that passed
+                add = pods_add[i] + system_add[i]
+                if add > dt_ns:  # a CPU cannot be busier than the time that passed (overlapping pinned cgroups)
                     add, over = dt_ns, True
                 node.busy[i] += add
                 node.idle[i] += dt_ns - add
