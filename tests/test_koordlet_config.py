@@ -122,9 +122,10 @@ def test_keys_without_effect_are_logged_once_in_one_line(tmp_path, caplog):
         config.log_start(config.load(str(path)), options)
     lines = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
     assert lines == [f"koordlet-config keys with no effect in this build: enableNriRuntimeHook,enablePprof,"
-                     f"resctrlCollectorInterval,xpuDeviceInfosDir file={path}"]
+                     f"resctrlCollectorInterval file={path}"]
+    assert options.role_options.xpu_device_infos_dir == "/xpu"
     (applied,) = [r.getMessage() for r in caplog.records if "read at start" in r.getMessage()]
-    assert "applied=featureGates" in applied and "command-line-wins=kubeletSyncInterval" in applied
+    assert "applied=xpuDeviceInfosDir,featureGates" in applied and "command-line-wins=kubeletSyncInterval" in applied
 
 
 # -- refusals: one line naming the file, the key and the value, exit 2 ------------------------------

@@ -40,12 +40,16 @@ WORKLOADS = {
     "koord-scheduler": ("scheduler", "koord-scheduler", "Deployment"),
     "koordlet": ("koordlet", "koordlet", "DaemonSet"),
     "koord-descheduler": ("descheduler", "koord-descheduler", "Deployment"),
+    "koord-device-daemon": ("device-daemon", "koord-device-daemon", "DaemonSet"),
 }
 LEADER_ELECTED = {"koord-manager": "koordinator-manager", "koord-scheduler": "koord-scheduler",
                   "koord-descheduler": "koord-descheduler"}
-HOST_AGENTS = {"koordlet"}
+HOST_AGENTS = {"koordlet", "koord-device-daemon"}
+# Workloads whose ServiceAccount has no API rights at all (no ClusterRole, no binding).
+NO_API_RIGHTS = {"koord-device-daemon"}
 
-DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koordlet-config", "koord-descheduler-config"]
+DEFAULT_CONFIGMAPS = ["slo-controller-config", "koord-scheduler-config", "koordlet-config", "koord-descheduler-config",
+                      "koord-device-daemon-config"]
 
 Obj = dict[str, Any]
 
@@ -160,7 +164,8 @@ def test_security_contexts(objects: list[Obj]) -> None:
         if name in HOST_AGENTS:
             # Host agents: root and privileged on purpose (cgroups, /proc, /sys, /dev).
             assert sc.get("privileged") is True and sc.get("runAsUser") == 0, name
-            assert spec.get("hostPID") is True, name
+            # The koordlet reads every process's /proc; the device daemon reads sysfs and NVML only.
+            assert bool(spec.get("hostPID")) == (name == "koordlet"), name
             assert {"operator": "Exists"} in spec.get("tolerations", []), name
             env = {e["name"]: e for e in ctr.get("env", [])}
             assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName", name
@@ -193,6 +198,7 @@ def test_koordlet_host_mounts(objects: list[Obj]) -> None:
 @pytest.mark.parametrize("workload, configmap, host_side", [
     # runtimeHooksHostEndpoint is the socket path as the *host* (koord-runtime-proxy) sees it.
     ("koordlet", "koordlet-config", {"runtimeHooksHostEndpoint"}),
+    ("koord-device-daemon", "koord-device-daemon-config", set()),
 ])
 def test_config_paths_are_mounted(objects: list[Obj], workload: str, configmap: str, host_side: set[str]) -> None:
     """Every container path a node agent's configuration names lies on one of its mounts."""
@@ -230,7 +236,7 @@ def test_configmaps_are_mounted_as_whole_volumes(objects: list[Obj]) -> None:
                 assert "subPath" not in m and "subPathExpr" not in m, (name, m)
             cm_mounts = {m["mountPath"].rstrip("/"): cm_volumes[m["name"]]
                          for m in ctr.get("volumeMounts", []) if m["name"] in cm_volumes}
-            configs = [a.split("=", 1)[1] for a in ctr.get("args", []) if a.startswith("--config=")]
+            configs = [a.split("=", 1)[1] for a in ctr.get("args", []) if a.startswith(("--config=", "--config-file="))]
             for path in configs:
                 path = path.rstrip("/")
                 if path in cm_mounts:  # the directory of a whole ConfigMap: one file per key
@@ -314,6 +320,10 @@ def test_rbac_per_role(objects: list[Obj]) -> None:
     index = _by_kind_name(objects)
     for name, (_, sa, _) in WORKLOADS.items():
         assert ("ServiceAccount", sa) in index
+        if name in NO_API_RIGHTS:
+            assert not [b for b in _of_kind(objects, "ClusterRoleBinding") + _of_kind(objects, "RoleBinding")
+                        if any(s["name"] == sa for s in b["subjects"])], name
+            continue
         crb = index[("ClusterRoleBinding", sa)]
         assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa}
         role_bindings = [b for b in _of_kind(objects, "RoleBinding") if any(s["name"] == sa for s in b["subjects"])]

@@ -55,10 +55,11 @@ COMPONENTS = {
 
 # Roles that run once per node: they have --node-name and no leader election.
 NODE_ROLES = frozenset({"koordlet", "device-daemon"})
-# Roles that never talk to the API server: no client flags, no leader election, no --node-name.
-OFFLINE_ROLES = frozenset({"runtime-proxy"})
+# Roles that never talk to the API server: no client flags, no leader election. (The device daemon only
+# writes a file the koordlet reads; its --node-name, accepted as a node role's, only names it in its logs.)
+OFFLINE_ROLES = frozenset({"runtime-proxy", "device-daemon"})
 # Roles that cannot do anything useful without knowing their node.
-NODE_NAME_REQUIRED = frozenset({"koordlet", "device-daemon"})
+NODE_NAME_REQUIRED = frozenset({"koordlet"})
 
 DEFAULT_ADDRS = {  # role -> (metrics_addr, health_addr)
     "manager": (":8080", ":8000"),

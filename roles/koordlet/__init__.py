@@ -149,6 +149,9 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                   help="evict through the eviction API only (default: kill containers through the runtime)")
     group.add_argument("--resource-force-update-seconds", type=_seconds, default=60, metavar="SECONDS",
                        help="the resource executor re-applies a cached cgroup value at least this often")
+    group.add_argument("--xpu-device-infos-dir", default="/var/run/koordlet/xpu-device-infos", metavar="DIR",
+                       help="the device daemon's device infos, one JSON file per producer (gate Accelerators); "
+                            "their accelerators replace NVML's GPUs in the Device")
     group.add_argument("--audit-log-dir", default="", metavar="DIR",
                        help="where the audit log of cgroup changes goes (default: RUN_DIR/audit)")
     group.add_argument("--audit-max-disk-space-mb", type=positive_int, default=16, metavar="MB",
@@ -364,7 +367,8 @@ def register(runtime: Any, options: RuntimeOptions[KoordletOptions]) -> Koordlet
         runtime.add_runnable("node-topology-reporter", parts.topology_reporter.run)
     if gates["Accelerators"]:
         parts.device_reporter = DeviceReporter(runtime.client, states, cache, sys_root=opts.sys_root,
-                                               interval=opts.node_topology_sync_interval)
+                                               interval=opts.node_topology_sync_interval,
+                                               xpu_dir=opts.xpu_device_infos_dir)
         runtime.add_runnable("device-reporter", parts.device_reporter.run)
     runtime.metrics.registry.register(KoordletCollector(
         node, cache=cache, reporter=parts.reporter, predictor=predictor,

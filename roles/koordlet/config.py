@@ -71,6 +71,7 @@ FLAGS: dict[str, str] = {
     "cpuEvictCoolTimeSeconds": "cpu_evict_cool_time_seconds",
     "onlyEvictByApi": "only_evict_by_api",
     "auditLogDir": "audit_log_dir",
+    "xpuDeviceInfosDir": "xpu_device_infos_dir",
     "auditMaxDiskSpaceMb": "audit_max_disk_space_mb",
     "resourceForceUpdateSeconds": "resource_force_update_seconds",
     "runtimeHooksNetwork": "runtime_hooks_network",

@@ -37,7 +37,10 @@ def local_setup(context: LocalContext) -> LocalSetup:
                     "--report-interval", REPORT_INTERVAL,
                     # No runtime proxy in a local cluster: the hook server listens, registered in the data dir.
                     "--runtime-hooks-addr", hook_socket(context.data_dir, node.name),
-                    "--runtime-hooks-config-path", str(context.data_dir / RUN_DIRS / node.name / "hookserver.d")]
+                    "--runtime-hooks-config-path", str(context.data_dir / RUN_DIRS / node.name / "hookserver.d"),
+                    # Gate Accelerators: the node's own device infos, never the host's /var/run (no device
+                    # daemon runs locally: the simulator keeps the simulated GPUs' Devices itself).
+                    "--xpu-device-infos-dir", str(context.data_dir / RUN_DIRS / node.name / "xpu-device-infos")]
         for node in context.nodes}
     checks = {}
     if "manager" in context.roles and context.nodes:

@@ -55,6 +55,8 @@ class KoordletOptions:
     #: Empty: RUN_DIR/audit.
     audit_log_dir: str = ""
     audit_max_disk_space_mb: int = 16
+    #: The device daemon's device infos (gate ``Accelerators``); every regular file is read.
+    xpu_device_infos_dir: str = "/var/run/koordlet/xpu-device-infos"
     #: Proxy-mode hook server (reference A.2.6). Empty addr: RUN_DIR/koordlet.sock.
     runtime_hooks_network: str = "unix"
     runtime_hooks_addr: str = ""

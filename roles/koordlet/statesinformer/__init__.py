@@ -4,7 +4,8 @@
   NodeSLO and NodeMetric specs merged with the koordlet defaults, change callbacks;
 - :class:`NodeMetricReporter`: the NodeMetric status;
 - :class:`NodeTopologyReporter`: the NodeResourceTopology (gate ``NodeTopologyReport``);
-- :class:`DeviceReporter`: the Device with the GPUs NVML finds (gate ``Accelerators``).
+- :class:`DeviceReporter`: the Device with the device daemon's accelerators, else the GPUs NVML finds
+  (gate ``Accelerators``).
 """
 
 from koordinator_roles.koordlet.statesinformer.device_reporter import DeviceReporter
