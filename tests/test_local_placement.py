@@ -186,7 +186,8 @@ def test_bad_input_is_refused_naming_the_field(cluster):
                       annotations={"scheduling.koordinator.sh/resource-spec": '{"preferredCPUBindPolicy": 5}'}))
     message = wait_until(lambda: cluster.unschedulable("bad-spec", "default"), WAIT, "bad-spec unschedulable")
     assert "scheduling.koordinator.sh/resource-spec" in message and "preferredCPUBindPolicy" in message, message
-    assert any("resource-spec" in m for m in cluster.events("bad-spec", "default", "FailedScheduling"))
+    wait_until(lambda: any("resource-spec" in m for m in cluster.events("bad-spec", "default", "FailedScheduling")),
+               WAIT, "the FailedScheduling event")  # events are written after the condition, asynchronously
 
     # gpu-core of 101 (above 100, not a multiple of it): the request is invalid.
     cluster.apply(pod("gpu-101", cpu="100m", extra={"koordinator.sh/gpu-core": "101",

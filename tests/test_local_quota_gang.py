@@ -62,7 +62,9 @@ def test_a_quota_tree_limits_lends_and_takes_back(cluster):
     message = wait_until(lambda: cluster.unschedulable("a8", ns), WAIT, "a8 unschedulable")
     assert ("Insufficient quotas, quotaName: a, runtime: cpu:8, used: cpu:8, pod's request: cpu:1, "
             "exceedDimensions: [cpu]") in message, message
-    assert any("Insufficient quotas, quotaName: a" in m for m in cluster.events("a8", ns, "FailedScheduling"))
+    wait_until(lambda: any("Insufficient quotas, quotaName: a" in m
+                           for m in cluster.events("a8", ns, "FailedScheduling")),
+               WAIT, "a8's FailedScheduling event")  # written after the condition, asynchronously
     proc = cluster.kubectl("get", "pod", "a8", "-n", ns, "-o", "jsonpath={.status.phase}")
     assert proc.stdout == "Pending"
     cluster.delete_namespace_pods(ns)

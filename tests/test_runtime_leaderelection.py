@@ -276,7 +276,9 @@ def test_slow_stop_keeps_renewing_and_release_off_keeps_the_lease(apiserver, cli
 
 # -- real candidate processes ------------------------------------------------------------------------
 
-LEASE, RENEW, RETRY = 3.0, 1.5, 0.3
+# Short enough for quick fail-overs, long enough that a leader on a busy machine (the suite runs in parallel
+# workers) renews in time: its deadline counts from the start of its last successful write.
+LEASE, RENEW, RETRY = 4.0, 2.5, 0.4
 
 
 class Proc:
