@@ -126,8 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     from koordinator.sim import command as simulate_nodes
 
     local.add_parser(sub)
+    from koordinator import explain
+
+    explain.add_parser(sub)
     simulate_nodes.add_parser(sub)
     controllers.add_parser(sub)
+    from koordinator.console import command as console
+
+    console.add_parser(sub)
     return parser
 
 
@@ -244,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         from koordinator import local
 
         return local.run(args)
+    if args.command == "explain":
+        from koordinator import explain
+
+        return explain.run(args)
     if args.command == "simulate-nodes":
         from koordinator.sim import command as simulate_nodes
 
@@ -253,5 +263,9 @@ def main(argv: list[str] | None = None) -> int:
 
         configure_logging(args.log_level)
         return controllers.run(args)
+    if args.command == "console":
+        from koordinator.console import command as console
+
+        return console.run(args)
     parser.print_help()
     return 2

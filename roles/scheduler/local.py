@@ -18,9 +18,12 @@ CONFIG_FILE = "scheduler-config.yaml"
 
 
 def local_setup(context: LocalContext) -> LocalSetup:
-    """The scheduler's part of ``koordinator local`` (the role contract, :mod:`roles`): its ``--config``."""
+    """The scheduler's part of ``koordinator local`` (the role contract, :mod:`roles`): its ``--config``, and
+    the ScheduleExplanation gate on so that ``koordinator explain pod`` has per-plugin details there."""
+    from koordinator.apis.explanation import GATE
+
     path = write_config(context.data_dir / CONFIG_FILE)
-    return LocalSetup(flags=["--config", str(path)])
+    return LocalSetup(flags=["--config", str(path), "--feature-gates", f"{GATE}=true"])
 
 
 def scheduler_config(profiles: tuple[str, ...] = PROFILES) -> dict[str, Any]:

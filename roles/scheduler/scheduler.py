@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from koordinator.apis.reservation import is_reserve_pod
 from koordinator.runtime.errors import ApiError, NotFound
+from koordinator_roles.scheduler import explain
 from koordinator_roles.scheduler.framework.diagnosis import Diagnosis
 from koordinator_roles.scheduler.framework.interfaces import NextPodPlugin
 from koordinator_roles.scheduler.framework.runtime import FilterError, Framework
@@ -55,7 +56,8 @@ class Scheduler:
 
     def __init__(self, *, frameworks: dict[str, Framework], cache: Any, queue: Any, client: Any,
                  pod_lookup: Callable[[str], dict | None], recorder: Any = None, metrics: Any = None,
-                 binders: int = 16, debug_scores: int = 0) -> None:
+                 binders: int = 16, debug_scores: int = 0, explanations: explain.ExplanationRecorder | None = None,
+                 write_explanations: bool = False) -> None:
         self.frameworks = frameworks
         self.cache = cache
         self.queue = queue
@@ -67,6 +69,10 @@ class Scheduler:
         # Set by the wiring: True once the informer handlers delivered the initial objects.
         self.ready: Callable[[], bool] = lambda: True
         self.debug_scores = debug_scores
+        # The last cycle's diagnosis per pod (`koordinator explain`); written as ScheduleExplanation objects
+        # with the ScheduleExplanation feature gate (write_explanations).
+        self.explanations = explanations if explanations is not None else explain.ExplanationRecorder()
+        self.write_explanations = write_explanations
         self._binders = binders
         self._tasks: stdqueue.SimpleQueue = stdqueue.SimpleQueue()
         self._stop = threading.Event()
@@ -209,7 +215,8 @@ class Scheduler:
             qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
             qpi.pending_plugins = set(diagnosis.pending_plugins)
             message = diagnosis.fit_error_message(err.num_all_nodes)
-            self._failure(fwk, qpi, Status(UNSCHEDULABLE, message), cycle, start, nominated=nominated)
+            self._failure(fwk, qpi, Status(UNSCHEDULABLE, message), cycle, start, nominated=nominated,
+                          diagnosis=diagnosis, num_nodes=err.num_all_nodes)
             return
         except NoNodesError:
             qpi.unschedulable_plugins = set()
@@ -238,12 +245,14 @@ class Scheduler:
         nominator = getattr(self.queue, "nominator", None)
         if nominator is not None:
             nominator.delete_nominated_pod_if_exists(pi.pod)
+        self._explain(pi.pod, explain.success_explanation(pi.pod, row, snapshot, fwk.last_scores))
         self._submit(self._binding_cycle, fwk, state, qpi, assumed, node_name, cycle, start)
 
     def _schedule_pod(self, fwk: Framework, state: CycleState, pi: PodInfo, snapshot: Snapshot) -> int:
         if len(snapshot) == 0:
             raise NoNodesError()
         diagnosis = Diagnosis(snapshot)
+        fwk.last_scores = None  # one feasible node is not scored: no scores of an earlier pod in the explanation
         pod, pre_result, status = fwk.run_pre_filter(state, pi, snapshot)
         if status is not None:
             if not status.is_rejected():
@@ -319,18 +328,39 @@ class Scheduler:
     # -- failures --------------------------------------------------------------------------------------
 
     def _failure(self, fwk: Framework, qpi: QueuedPodInfo, status: Status, cycle: int, start: float,
-                 nominated: str | None = None, *, on_binder: bool = False) -> None:
+                 nominated: str | None = None, *, on_binder: bool = False, diagnosis: Diagnosis | None = None,
+                 num_nodes: int = 0) -> None:
         """Re-queue at once (in memory), then write the condition and Event: on this thread if it is a
         binder already (``on_binder``), else on a binder thread so the scheduling thread does no API call.
 
         ``nominated``: the node PostFilter nominated the pod to; "" clears a nomination; None leaves it.
+        ``diagnosis``: the filters' verdicts of a FitError (on the scheduling thread: it reads the snapshot).
         """
         self._requeue(qpi, status, cycle, nominated)
         self._record_attempt(fwk, status, start)
+        self._explain(qpi.pod_info.pod, explain.failure_explanation(
+            qpi.pod_info.pod, status.message(), diagnosis=diagnosis, snapshot=self.snapshot if diagnosis else None,
+            num_nodes=num_nodes, nominated_node=nominated))
         if on_binder:
             self._report_failure(qpi, status, nominated)
         else:
             self._submit(self._report_failure, qpi, status, nominated)
+
+    def _explain(self, pod: dict, explanation: explain.CycleExplanation) -> None:
+        """Keep the cycle's explanation; with the gate on, write it (on a binder thread) when it changed."""
+        if not explanation.name:
+            return
+        self.explanations.record(explanation)
+        # A reserve pod is no Pod: the ScheduleExplanation's name and owner would point at nothing.
+        if self.write_explanations and not is_reserve_pod(pod) and self.explanations.claim_write(explanation):
+            self._submit(self._write_explanation, explanation)
+
+    def _write_explanation(self, explanation: explain.CycleExplanation) -> None:
+        try:
+            explain.write_explanation(self.client, explanation)
+        except ApiError as err:
+            self.explanations.unclaim_write(explanation)
+            log.warning("writing the ScheduleExplanation failed pod=%s err=%s", explanation.key, err)
 
     def _record_attempt(self, fwk: Framework, status: Status, start: float) -> None:
         if self.metrics is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from koordinator_roles.scheduler import explain
 from koordinator_roles.scheduler.cache import SchedulerCache
 from koordinator_roles.scheduler.framework.handle import PluginHandle
 from koordinator_roles.scheduler.framework.interfaces import ControllerProvider
@@ -69,9 +70,11 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
     sources = _extra_pod_sources(frameworks)
     scheduler = Scheduler(frameworks=frameworks, cache=cache, queue=queue, client=runtime.client,
                           pod_lookup=_pod_lookup(pods.store.get, sources), recorder=recorder, metrics=metrics,
-                          binders=config.parallelism, debug_scores=debug_scores)
+                          binders=config.parallelism, debug_scores=debug_scores,
+                          write_explanations=_gate_on(runtime, explain.GATE))
     holder["scheduler"] = scheduler
-    registrations = _wire_informers(informers, pods, nodes, cache, queue, frameworks, sources)
+    registrations = _wire_informers(informers, pods, nodes, cache, queue, frameworks, sources,
+                                    scheduler.explanations)
     scheduler.ready = lambda: all(r.has_synced() for r in registrations)
     runtime.add_runnable("scheduling-queue", queue.run)
     runtime.add_runnable("scheduler-cache", cache.run)
@@ -80,6 +83,12 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
     if config_path:
         runtime.config_file("koord-scheduler-config", _reloader(config, frameworks, queue, registry), path=config_path)
     return SchedulerParts(config=config, scheduler=scheduler, queue=queue, cache=cache, frameworks=frameworks)
+
+
+def _gate_on(runtime: Any, gate: str) -> bool:
+    """Whether ``--feature-gates`` turned ``gate`` on (a runtime without options: off)."""
+    options = getattr(runtime, "options", None)
+    return bool(options is not None and options.feature_enabled(gate))
 
 
 def _extra_pod_sources(frameworks: dict[str, Framework]) -> list[Any]:
@@ -125,7 +134,8 @@ def _add_plugin_controllers(runtime: Any, frameworks: dict[str, Framework]) -> N
 
 
 def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache, queue: SchedulingQueue,
-                    frameworks: dict[str, Framework], sources: list[Any] = ()) -> list[Any]:
+                    frameworks: dict[str, Framework], sources: list[Any] = (),
+                    explanations: explain.ExplanationRecorder | None = None) -> list[Any]:
     ours = set(frameworks)
 
     def responsible(pod: dict) -> bool:
@@ -170,6 +180,9 @@ def _wire_informers(informers: Any, pods: Any, nodes: Any, cache: SchedulerCache
 
     def on_pod_delete(pod: Any) -> None:
         pod = getattr(pod, "obj", pod)
+        if explanations is not None:
+            meta = pod.get("metadata") or {}
+            explanations.forget(f"{meta.get('namespace')}/{meta.get('name')}")
         if assigned(pod):
             cache.remove_pod(pod)
             queue.assigned_pod_deleted(pod)

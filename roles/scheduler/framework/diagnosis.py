@@ -49,6 +49,14 @@ class Diagnosis:
     def is_empty(self) -> bool:
         return not self._groups and not self._statuses
 
+    def groups(self) -> list[tuple[str, int, str, np.ndarray]]:
+        """The batch filters' verdicts: (plugin, code, reason, rows) (for ``koordinator explain``)."""
+        return self._groups
+
+    def node_statuses(self) -> Iterable[tuple[int, Status]]:
+        """The per-node filters' verdicts: (row, status with its plugin)."""
+        return self._statuses.items()
+
     def reason_counts(self) -> Counter:
         counts: Counter = Counter()
         for _, _, reason, rows in self._groups:

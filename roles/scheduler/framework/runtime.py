@@ -137,6 +137,7 @@ class Framework:
             if point == "score":
                 self.weights = {r.name: (r.weight or 1) for r in refs}
         self.next_start_node_index = 0
+        self.last_scores: tuple | None = None
         self.waiting_pods: dict[str, WaitingPod] = {}
         self._waiting_lock = threading.Lock()
         pre_filter = self.points["preFilter"]
@@ -511,7 +512,11 @@ class Framework:
 
     def prioritize(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """PreScore, Score, NormalizeScore and the weighted sum: (rows, total scores)."""
+        """PreScore, Score, NormalizeScore and the weighted sum: (rows, total scores).
+
+        ``last_scores`` holds the cycle's (scorers, weights, plugins × rows scores, rows, totals) afterwards, None
+        when no Score plugin ran."""
+        self.last_scores = None
         for plugin in self.points["preScore"]:
             status = plugin.pre_score(state, pod, snapshot, rows)  # type: ignore[attr-defined]
             if status is not None and status.code == SKIP:
@@ -553,7 +558,10 @@ class Framework:
                     raise FilterError(Status.error(
                         f"plugin {plugin.name!r} returns an invalid score {bad}, it should in the range of "
                         f"[{fi.MIN_NODE_SCORE}, {fi.MAX_NODE_SCORE}] after normalizing", plugin.name))
-        return rows, weights @ stacked
+        # Kept (not copied) for the scheduler's per-pod explanation of this cycle: read before the next one.
+        totals = weights @ stacked
+        self.last_scores = (scorers, weights, stacked, rows, totals)
+        return rows, totals
 
     def _scorers(self, skipped: set[str]) -> tuple[list[tuple[fi.Plugin, bool, Any]], np.ndarray]:
         """The Score plugins not skipped, each with (batch?, its NormalizeScore or None), and their weights."""
