@@ -239,6 +239,9 @@ def fake_role(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text(FAKE_ROLE)
     monkeypatch.setattr(roles, "__path__", [str(tmp_path / "fake_roles"), *roles.__path__])
     monkeypatch.delitem(sys.modules, "koordinator_roles.descheduler", raising=False)
+    # Importing the fake also binds it as the package's attribute: undone too, or a later test of this worker
+    # doing `import koordinator_roles.descheduler as d` would get the fake.
+    monkeypatch.delattr(roles, "descheduler", raising=False)
     yield
     sys.modules.pop("koordinator_roles.descheduler", None)
 

@@ -325,7 +325,9 @@ def test_console_in_tmux_against_koordinator_local(tmp_path):
         command = (f"{sys.executable} -m koordinator console --data-dir {cluster.lp.data_dir} --node-name {node} "
                    f"--refresh 0.5; echo $? > {exit_file}")
         tmux = Tmux(f"koordinator-console-{uuid.uuid4().hex[:8]}")
-        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        # Not TMUX (a test run inside tmux), nor COLUMNS/LINES (pytest-xdist's workers set 80x24): the console must
+        # take the pane's 200 columns.
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "COLUMNS", "LINES")}
         started = subprocess.run([*tmux.base, "new-session", "-d", "-x", "200", "-y", "50", "-s", "console",
                                   "sh", "-c", command], capture_output=True, text=True, timeout=10, env=env)
         assert started.returncode == 0, started.stderr
