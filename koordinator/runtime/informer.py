@@ -187,6 +187,10 @@ class SharedInformer:
         """The initial list is in the cache."""
         return self._synced.is_set()
 
+    def handlers_synced(self) -> bool:
+        """The initial list is in the cache and every handler registered so far has processed it."""
+        return self._synced.is_set() and all(reg.has_synced() for reg in self._handlers)
+
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 
@@ -277,6 +281,11 @@ class InformerFactory:
             if not inf.wait_for_sync(left):
                 return False
         return True
+
+    def handlers_synced(self) -> bool:
+        """Every informer's initial list is in its cache and through all its handlers (client-go's
+        WaitForHandlersSync): a consumer acting on one informer's objects may need what others' handlers built."""
+        return all(inf.handlers_synced() for inf in self.informers())
 
     def unsynced(self) -> list[str]:
         """Descriptions of the informers still waiting for their initial list (for /readyz)."""

@@ -75,7 +75,9 @@ def build(runtime: Any, config: Any, *, debug_scores: int = 0, config_path: str 
     holder["scheduler"] = scheduler
     registrations = _wire_informers(informers, pods, nodes, cache, queue, frameworks, sources,
                                     scheduler.explanations)
-    scheduler.ready = lambda: all(r.has_synced() for r in registrations)
+    # Plugins keep caches of their own (devices, quotas, reservations, NUMA topology) fed by informer handlers:
+    # no pod is scheduled before every handler has seen the initial objects, or it could be placed without them.
+    scheduler.ready = lambda: all(r.has_synced() for r in registrations) and informers.handlers_synced()
     runtime.add_runnable("scheduling-queue", queue.run)
     runtime.add_runnable("scheduler-cache", cache.run)
     runtime.add_controller(scheduler)
