@@ -55,6 +55,12 @@ def _add_apiserver(sub: argparse._SubParsersAction) -> None:
                         "--tls (clients send tokens over HTTPS only)")
     p.add_argument("--tls", action="store_true", help="serve HTTPS with a self-signed certificate; without --token-file a token is generated "
                         "into DATA_DIR/token")
+    p.add_argument("--service-account-issuer", default="https://kubernetes.default.svc", metavar="URL",
+                   help="iss of the ServiceAccount tokens the server issues (serviceaccounts/token) and accepts "
+                        "(with --token-file); also the audience it accepts and issues tokens for by default")
+    p.add_argument("--authorization-mode", default=None, choices=["AlwaysAllow", "RBAC"],
+                   help="how requests are authorised: RBAC (Roles, ClusterRoles and their bindings; the default with "
+                        "--token-file) or AlwaysAllow (the default without)")
     p.add_argument("--crd-dir", action="append", default=[], metavar="DIR",
                    help="create/update the CRDs in DIR's YAML files at start (repeatable)")
     p.add_argument("--kubeconfig-out", default=None, metavar="PATH",
@@ -95,6 +101,8 @@ def _serve(args: argparse.Namespace, kubeconfig: str) -> int:
         data_dir=args.data_dir, host=args.host, port=args.port, token_file=args.token_file, tls=args.tls,
         crd_dirs=args.crd_dir, kubeconfig_out=kubeconfig, history_size=args.watch_history,
         pod_deletion=args.pod_deletion, bookmark_interval=args.bookmark_interval,
+        service_account_issuer=args.service_account_issuer,
+        authorization_mode=args.authorization_mode,
     )
     try:
         server = EmbeddedApiServer(config)

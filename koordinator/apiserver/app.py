@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any, Callable
 
-from koordinator.apiserver import admission, deletion, discovery, errors, webhooks
+from koordinator.apiserver import (access_reviews, admission, authorization, deletion, discovery, errors,
+                                   token_requests, webhooks)
+from koordinator.apiserver.authentication import ServiceAccountTokens
 from koordinator.apiserver.crds import CrdManager
 from koordinator.apiserver.creates import Creator
 from koordinator.apiserver.deletes import Deleter
@@ -52,6 +55,11 @@ class ApiServer:
         self._commit_scheduled = False
         self._post_commit_hooks: list[Callable[[], None]] = []
         self.webhooks = webhooks.Webhooks(store)
+        # Answers the access reviews (the embedding server installs its --authorization-mode's one).
+        self.authorizer: Any = authorization.AlwaysAllow()
+        # Signs and checks ServiceAccount tokens; the embedded server points it at its data dir.
+        self.service_account_tokens = ServiceAccountTokens(
+            os.path.dirname(os.path.abspath(store.path)) if store.path != ":memory:" else None, store)
         # Who sent the request being dispatched (AdmissionReview userInfo).
         self._user: dict[str, Any] = ANONYMOUS
         self.presenter = Presenter(self.registry)
@@ -207,6 +215,12 @@ class ApiServer:
     def _serve(self, req: Request, conn: HttpConnection, route: Route) -> Response | None:
         rt = resource_of(route, self.registry)
         method = req.method
+        if rt.group == access_reviews.GROUP:
+            return access_reviews.serve(self.authorizer, req, rt, route, self._user)
+        if rt.group == "authentication.k8s.io" and rt.plural == "selfsubjectreviews":
+            if method != "POST" or route.name is not None:
+                raise errors.method_not_allowed(method, rt.plural)
+            return token_requests.self_subject_review(self._user)
         if rt.group == "" and rt.plural == "bindings":
             if method != "POST" or route.name is not None or route.namespace is None:
                 raise errors.method_not_allowed(method, rt.plural)
@@ -247,6 +261,14 @@ class ApiServer:
             return self._write(req, conn, rt, connect_steps(
                 self.webhooks, req, rt, route.sub, namespace, name, body, kind,
                 lambda b: perform(namespace, name, b, req.query)))
+        if route.sub == "token":
+            if method != "POST":
+                raise errors.method_not_allowed(method, f"{rt.plural}/token")
+            namespace, name = route.namespace or "", route.name
+            return self._write(req, conn, rt, connect_steps(
+                self.webhooks, req, rt, "token", namespace, name, decode(req, None),
+                {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+                lambda b: token_requests.create_token(self.service_account_tokens, self.store, namespace, name, b)))
         if route.sub == "scale":
             return scale(self, req, rt, key, route)
         if method == "GET":

@@ -81,6 +81,10 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
         elif sub == "approval":
             out.append({"name": f"{rt.plural}/approval", "singularName": "", "namespaced": rt.namespaced,
                         "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+        elif sub == "token":
+            out.append({"name": f"{rt.plural}/token", "singularName": "", "namespaced": rt.namespaced,
+                        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+                        "verbs": ["create"]})
         elif sub == "eviction":
             out.append({"name": f"{rt.plural}/eviction", "singularName": "", "namespaced": rt.namespaced,
                         "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})

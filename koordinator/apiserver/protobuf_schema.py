@@ -421,6 +421,11 @@ _BATCH = {
 # -- policy/v1, rbac/v1, scheduling/v1, coordination/v1, autoscaling/v1 -------------------------------
 
 _OTHER = {
+    # authentication/v1: the body of serviceaccounts/token (kubectl create token).
+    "TokenRequest": {1: "metadata ObjectMeta", 2: "spec TokenRequestSpec", 3: "status TokenRequestStatus"},
+    "TokenRequestSpec": {1: "audiences s*", 4: "expirationSeconds i!", 3: "boundObjectRef BoundObjectReference"},
+    "BoundObjectReference": {1: "kind s", 2: "apiVersion s", 3: "name s", 4: "uid s"},
+    "TokenRequestStatus": {1: "token s!", 2: "expirationTimestamp t!"},
     "PodDisruptionBudget": {1: "metadata ObjectMeta", 2: "spec PodDisruptionBudgetSpec",
                             3: "status PodDisruptionBudgetStatus"},
     "PodDisruptionBudgetSpec": {1: "minAvailable ios", 2: "selector LabelSelector", 3: "maxUnavailable ios",
@@ -531,6 +536,23 @@ _RESOURCE = {
     "DeviceTaint": {1: "key s!", 2: "value s", 3: "effect s!", 4: "timeAdded t"},
 }
 
+# -- authorization/v1: the access reviews (kubectl auth can-i sends them so) ------------------------
+
+_AUTHZ = {
+    "SelfSubjectAccessReview": {1: "metadata ObjectMeta", 2: "spec SelfSubjectAccessReviewSpec"},
+    "SelfSubjectAccessReviewSpec": {1: "resourceAttributes ResourceAttributes",
+                                    2: "nonResourceAttributes NonResourceAttributes"},
+    "ResourceAttributes": {1: "namespace s", 2: "verb s", 3: "group s", 4: "version s", 5: "resource s",
+                           6: "subresource s", 7: "name s"},
+    "NonResourceAttributes": {1: "path s", 2: "verb s"},
+    "SubjectAccessReview": {1: "metadata ObjectMeta", 2: "spec SubjectAccessReviewSpec"},
+    "SubjectAccessReviewSpec": {1: "resourceAttributes ResourceAttributes",
+                                2: "nonResourceAttributes NonResourceAttributes", 3: "user s", 4: "groups s*",
+                                6: "uid s"},
+    "SelfSubjectRulesReview": {1: "metadata ObjectMeta", 2: "spec SelfSubjectRulesReviewSpec"},
+    "SelfSubjectRulesReviewSpec": {1: "namespace s"},
+}
+
 # (apiVersion, kind) of an envelope -> top-level message. "*" matches any apiVersion: client-go
 # sends DeleteOptions under whichever group version the typed client talks to.
 KINDS: dict[tuple[str, str], str] = {
@@ -546,9 +568,13 @@ KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("coordination.k8s.io/v1", "Lease"): "Lease",
     ("autoscaling/v1", "Scale"): "Scale",
+    ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("events.k8s.io/v1", "Event"): "events.Event",
     ("resource.k8s.io/v1", "ResourceClaim"): "resource.ResourceClaim",
     **{("resource.k8s.io/v1", k): k for k in ("ResourceClaimTemplate", "DeviceClass", "ResourceSlice")},
+    **{("authorization.k8s.io/v1", k): k for k in ("SelfSubjectAccessReview", "SubjectAccessReview",
+                                                   "SelfSubjectRulesReview")},
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): "SubjectAccessReview",
     ("*", "DeleteOptions"): "DeleteOptions",
 }
 
@@ -583,7 +609,7 @@ def _parse(spec: str) -> Field:
 
 def _build() -> dict[str, dict[int, Field]]:
     raw: dict[str, dict[int, str]] = {**_META, **_POD, **_VOLUMES, **_CORE, **_APPS, **_BATCH, **_OTHER,
-                                      **_EVENTS, **_RESOURCE}
+                                      **_EVENTS, **_RESOURCE, **_AUTHZ}
     return {msg: {num: _parse(spec) for num, spec in fields.items()} for msg, fields in raw.items()}
 
 

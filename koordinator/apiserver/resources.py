@@ -131,7 +131,7 @@ class ResourceType:
     short_names: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
     verbs: list[str] = field(default_factory=lambda: list(STANDARD_VERBS))
-    # Subresources beyond the object itself: "status", "scale", "binding", "eviction".
+    # Subresources beyond the object itself: "status", "scale", "binding", "eviction", "token".
     subresources: tuple[str, ...] = ()
     # Spec changes bump metadata.generation (a status write never does).
     tracks_generation: bool = False
@@ -211,7 +211,7 @@ def builtin_types() -> list[ResourceType]:
         _r("", "v1", "endpoints", "Endpoints", True, short_names=["ep"]),
         _r("", "v1", "events", "Event", True, short_names=["ev"], extra_fields=_event_fields,
            field_labels=_CORE_EVENT_LABELS),
-        _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=["sa"]),
+        _r("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=["sa"], subresources=("token",)),
         _r("", "v1", "persistentvolumes", "PersistentVolume", False, short_names=["pv"], subresources=("status",),
            extra_fields=_pv_fields),
         _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, short_names=["pvc"],
@@ -279,9 +279,19 @@ def builtin_types() -> list[ResourceType]:
            "ValidatingAdmissionPolicyBinding", False, categories=["api-extensions"], tracks_generation=True),
         _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=["pc"]),
         _r("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+        # Never stored: a POST answers with the caller's own user (kubectl auth whoami).
+        _r("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=["create"]),
         _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
         _r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
         _r("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+        # Reviews: answered by the authorizer (access_reviews.py), never stored.
+        _r("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+           verbs=["create"]),
+        _r("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+           verbs=["create"]),
+        _r("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False, verbs=["create"]),
+        _r("authorization.k8s.io", "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", True,
+           verbs=["create"]),
     ]
 
 

@@ -6,7 +6,6 @@ import asyncio
 import base64
 import csv
 import glob
-import hmac
 import ipaddress
 import logging
 import os
@@ -19,8 +18,9 @@ from typing import Any
 
 import yaml
 
-from koordinator.apiserver import errors
-from koordinator.apiserver.app import ApiServer
+from koordinator.apiserver import authorization, errors, rbac_bootstrap
+from koordinator.apiserver.app import ANONYMOUS, ApiServer
+from koordinator.apiserver.authentication import DEFAULT_ISSUER, Authenticator, StaticTokens
 from koordinator.apiserver.http import HttpConnection, HttpServer, Request, Response
 from koordinator.apiserver.objects import load_yaml_documents
 from koordinator.apiserver.options import Options
@@ -48,6 +48,9 @@ class ServerConfig:
     bookmark_interval: float = 60.0
     max_body: int = 3 * 1024 * 1024
     synchronous: str = "FULL"
+    # "AlwaysAllow" or "RBAC"; None: RBAC when there is a token file, else AlwaysAllow.
+    authorization_mode: str | None = None
+    service_account_issuer: str = DEFAULT_ISSUER
 
 
 def is_loopback(host: str) -> bool:
@@ -212,6 +215,15 @@ class EmbeddedApiServer:
                            synchronous=config.synchronous)
         self.api = ApiServer(self.store, Options(pod_deletion=config.pod_deletion,
                                                  bookmark_interval=config.bookmark_interval))
+        self.api.service_account_tokens.issuer = config.service_account_issuer
+        # Static tokens, then ServiceAccount tokens; used only with a token file (else the server is open).
+        self.authenticator = Authenticator(StaticTokens(self.tokens or set(), self.token_users),
+                                           self.api.service_account_tokens)
+        mode = config.authorization_mode or ("RBAC" if config.token_file else "AlwaysAllow")
+        self.authorizer = authorization.new_authorizer(mode, self.store)
+        self.api.authorizer = self.authorizer
+        if mode == "RBAC":
+            rbac_bootstrap.ensure_policy(self.api)
         self.http = HttpServer(self._handle, max_body=config.max_body)
         self.port = 0
         self.ca_file: str | None = None
@@ -257,14 +269,36 @@ class EmbeddedApiServer:
     def _handle(self, req: Request, conn: HttpConnection) -> None:
         user = None
         if self.tokens is not None and not req.path.startswith(PUBLIC_PATHS):
-            auth = req.header("authorization")
-            token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-            matched = next((t for t in self.tokens if hmac.compare_digest(token, t)), None)
-            if matched is None:
+            user = self.authenticator.authenticate(req.header("authorization"))
+            if user is None:
                 conn.respond(Response.error(errors.unauthorized()))
                 return
-            user = self.token_users.get(matched)
+        allowed, user = self._authorized(req, conn, user)
+        if not allowed:
+            return
         self.api.handle(req, conn, user)
+
+    def _authorized(self, req: Request, conn: HttpConnection,
+                    user: dict[str, Any] | None) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the authorizer lets ``user`` make ``req``, and the user it acts as (Impersonate-User);
+        a refusal is answered here (403)."""
+        if user is None and req.path.startswith(PUBLIC_PATHS):
+            return True, None  # reachable without credentials, as before authorization existed
+        try:
+            if "impersonate-user" in req.headers or "impersonate-group" in req.headers:
+                user = authorization.impersonate(self.authorizer, req.headers, user or ANONYMOUS)
+        except errors.StatusError as err:
+            conn.respond(Response.error(err))
+            return False, None
+        if isinstance(self.authorizer, authorization.AlwaysAllow):
+            return True, user
+        acting = user or ANONYMOUS
+        attrs = authorization.request_attributes(req.method, req.path, req.query, acting.get("username", ""),
+                                                 acting.get("groups") or ())
+        decision = self.authorizer.authorize(attrs)
+        if not decision.allowed:
+            conn.respond(Response.error(authorization.forbidden(attrs, decision.reason)))
+        return decision.allowed, user
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self.config.tls:
@@ -301,7 +335,10 @@ class EmbeddedApiServer:
                 cluster["certificate-authority-data"] = base64.b64encode(f.read()).decode()
         user: dict[str, Any] = {}
         if self.tokens:
-            user["token"] = sorted(self.tokens)[0]
+            # An admin's token (a bare one is system:masters): under RBAC another user's may grant little.
+            admins = sorted(t for t in self.tokens
+                            if authorization.MASTERS in (self.token_users.get(t) or {}).get("groups", ()))
+            user["token"] = (admins or sorted(self.tokens))[0]
         context: dict[str, Any] = {"cluster": "koordinator", "user": "koordinator"}
         if namespace:
             context["namespace"] = namespace
