@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from koordinator.apiserver import errors, patch
+import orjson
+
+from koordinator.apiserver import errors, patch, validation
 from koordinator.apiserver.encoding import served
 from koordinator.apiserver.http import Request
 from koordinator.apiserver.objects import now_rfc3339
@@ -54,7 +56,23 @@ def server_side_apply(writer: ObjectWriter, req: Request, rt: ResourceType, rout
         raise errors.bad_request("PATCH, application/apply-patch+yaml requests require fieldManager to be set")
     if not isinstance(applied, dict):
         raise errors.bad_request("the applied configuration must be an object")
+    try:
+        orjson.dumps(applied)
+    except TypeError as exc:  # a YAML alias that contains itself, a non-string key: no JSON object
+        raise errors.bad_request(f"the patch could not be decoded: {exc}") from None
+    for field, want in (("kind", rt.kind), ("apiVersion", rt.api_version)):
+        # An applied configuration names its type (kubectl always sends both); another type's would
+        # otherwise be merged in and stamp its kind on the stored object.
+        got = applied.get(field)
+        if got is None:
+            raise errors.bad_request(f"{field}: Required value: the applied configuration must set {field}")
+        if got != want:
+            raise errors.bad_request(f"{field}: Invalid value: {got!r}: the applied configuration must be a "
+                                     f"{rt.kind} of {rt.api_version}")
     md = applied.get("metadata") or {}
+    if not isinstance(md, dict):
+        raise errors.cannot_handle(rt.kind, rt.version, "json: cannot unmarshal into Go struct field "
+                                   f"{rt.kind}.metadata of type v1.ObjectMeta")
     if md.get("name") and md["name"] != route.name:
         raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL "
                                  f"({route.name})")
@@ -76,4 +94,7 @@ def server_side_apply(writer: ObjectWriter, req: Request, rt: ResourceType, rout
               if not (m.get("manager") == manager and m.get("operation") == "Apply"
                       and m.get("subresource") == managed.get("subresource"))]
     merged["metadata"]["managedFields"] = fields + [managed]
+    detail = validation.check_metadata_types(rt.kind, rt.version, merged, builtin=rt.builtin)
+    if detail:  # the merge may put ill-typed values into the object (creates check this themselves)
+        raise errors.cannot_handle(rt.kind, rt.version, detail)
     return (yield from writer.update_steps(rt, entry, old, merged, route.sub, req.query, admit=admit))

@@ -76,6 +76,19 @@ def validate(options: Obj) -> None:
     """``ValidateDeleteOptions``: 422 naming the bad field and value, 400 for a value of the wrong type."""
     policy = options.get("propagationPolicy")
     orphan = options.get("orphanDependents")
+    kind = options.get("kind")
+    if kind is not None and kind != "DeleteOptions":
+        # Deleting on the strength of a body that is some other object would ignore what it says.
+        raise errors.bad_request(f"kind: Invalid value: {kind!r}: the request body must be a DeleteOptions")
+    dry_run = options.get("dryRun")
+    if dry_run is not None and not (isinstance(dry_run, list) and all(isinstance(v, str) for v in dry_run)):
+        # A malformed dryRun must not fall through to a real delete.
+        raise errors.bad_request("json: cannot unmarshal into Go struct field DeleteOptions.dryRun of type []string")
+    grace = options.get("gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, (int, str))
+                              or (isinstance(grace, str) and not grace.lstrip("-").isdigit())):
+        # Query parameters arrive as strings; a JSON body's value must be a number.
+        raise errors.bad_request(f"gracePeriodSeconds: Invalid value: {grace!r}: must be an integer")
     if policy is not None and not isinstance(policy, str):
         raise errors.bad_request("json: cannot unmarshal into Go struct field DeleteOptions.propagationPolicy of "
                                  "type v1.DeletionPropagation")
@@ -88,7 +101,6 @@ def validate(options: Obj) -> None:
                                            "orphanDependents and deletionPropagation cannot be both set"))
     if policy is not None and policy not in POLICIES:
         causes.append(errors.not_supported("propagationPolicy", policy, [*POLICIES, "nil"]))
-    dry_run = options.get("dryRun")
     if isinstance(dry_run, list):
         causes.extend(errors.not_supported("dryRun", v, ["All"]) for v in dry_run if v != "All")
     if causes:

@@ -171,10 +171,11 @@ class Updater:
                 patched = patch.apply_strategic_merge_patch(old, body, rt.group, rt.kind)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patched document is not an object")
+        # Types first: a patch may have replaced metadata with a non-object.
+        self.processor.check_kind(rt, patched)
         patched_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if patched_rv and patched_rv != str(entry.rv):
             raise errors.conflict(rt.plural, route.name or "", errors.STALE_OBJECT, rt.group)
-        self.processor.check_kind(rt, patched)
         if (patched.get("metadata") or {}).get("name", route.name) != route.name:
             raise errors.bad_request("metadata.name: Invalid value: the name of a patched object cannot change")
         return (yield from self.update_steps(rt, entry, old, patched, route.sub, req.query, admit))

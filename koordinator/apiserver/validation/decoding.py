@@ -128,6 +128,8 @@ def check_metadata_types(kind: str, version: str, obj: Obj, builtin: bool = True
         if detail:
             return detail
     detail = _check_meta_types(obj.get("metadata"), "ObjectMeta.metadata." if builtin else "ObjectMeta.")
+    if not detail and builtin:
+        detail = _check_string_maps(kind, obj)
     if detail or not builtin or kind not in _POD_TEMPLATE_PATHS or kind == "Pod":
         return detail
     # The pod template's metadata decodes into ObjectMeta too, under its full JSON path.
@@ -228,11 +230,43 @@ _META_FIELD_TYPES = {
 }
 
 
+#: Built-in kinds whose top-level maps hold only strings (Go ``map[string]string``; binaryData's
+#: base64 ``[]byte`` values are JSON strings too). A number there would otherwise be stored as is.
+_STRING_MAPS = {"ConfigMap": ("data", "binaryData"), "Secret": ("data", "stringData")}
+
+
+def _check_string_maps(kind: str, obj: Obj) -> str | None:
+    for fld in _STRING_MAPS.get(kind, ()):
+        val = obj.get(fld)
+        if val is None:
+            continue
+        go_type = "map[string][]uint8" if fld in ("binaryData",) or (kind, fld) == ("Secret", "data") \
+            else "map[string]string"
+        if not isinstance(val, dict):
+            return f"json: cannot unmarshal {_json_type(val)} into Go struct field {kind}.{fld} of type {go_type}"
+        for item in val.values():
+            if item is not None and not isinstance(item, str):
+                elem = "[]uint8" if go_type.endswith("[]uint8") else "string"
+                return f"json: cannot unmarshal {_json_type(item)} into Go struct field {kind}.{fld} of type {elem}"
+    return None
+
+
 def _check_meta_types(md: Any, prefix: str) -> str | None:
     """First type mismatch in ObjectMeta, in document order as Go's decoder meets them."""
     if not isinstance(md, dict):
         return None
     for fld, val in md.items():
+        if fld in ("generation", "deletionGracePeriodSeconds") and val is not None and (
+                isinstance(val, bool) or not isinstance(val, int)):
+            return f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} of type int64"
+        if fld == "ownerReferences" and val is not None:
+            if not isinstance(val, list):
+                return (f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} "
+                        "of type []v1.OwnerReference")
+            for ref in val:
+                if not isinstance(ref, dict):
+                    return (f"json: cannot unmarshal {_json_type(ref)} into Go struct field {prefix}{fld} "
+                            "of type v1.OwnerReference")
         if fld not in _META_FIELD_TYPES or val is None:
             continue
         go_type, elem_type = _META_FIELD_TYPES[fld]
