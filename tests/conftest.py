@@ -14,6 +14,19 @@ from tests.apiserver_process import ApiServerProcess
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
+#: The files that take longest (end-to-end runs on `koordinator local`, minute-long measurements), slowest first.
+#: They are collected first, so that with pytest-xdist's whole-file distribution no worker begins one of them
+#: while the others are running out of work.
+LONG_FILES = ("test_local_descheduling.py", "test_koordlet_realhost.py", "test_chaos_roles.py", "test_local.py",
+              "test_local_placement.py", "test_local_quota_gang.py", "test_console.py",
+              "test_koordlet_enforcement_e2e.py", "test_chaos_apiserver.py", "test_controllers_apps.py")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long files first (see :data:`LONG_FILES`); the order within a file and among the others is kept."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
+
 
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerProcess]:

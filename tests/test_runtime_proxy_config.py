@@ -124,6 +124,7 @@ def test_the_registry_follows_the_directory_and_keeps_the_last_good_registration
         with caplog.at_level(logging.ERROR, logger="koordinator.runtime_proxy"):
             (hooks / "koordlet.json").write_text(json.dumps({**KOORDLET_JSON, "failure-policy": "Never"}))
             wait_until(lambda: "koordlet.json" in registry.problems())
+            wait_until(lambda: caplog.records)  # logged by the watcher thread, just after the problem is recorded
         assert [r.getMessage() for r in caplog.records] == [
             f"invalid hook server registration {hooks}/koordlet.json: failure-policy: 'Never': want Fail or Ignore; "
             "its previous registration stays in force"]
