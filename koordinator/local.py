@@ -24,13 +24,21 @@ Layout of the data directory (reused on restart: the nodes are kept, the CRDs re
 
     DIR/lock            flock()ed while a `local` (or `apiserver`) uses the directory
     DIR/state.db        the API server's SQLite database
-    DIR/kubeconfig      for kubectl and the roles
+    DIR/kubeconfig      for kubectl (cluster admin: DIR/token, system:masters), the simulator and controllers
+    DIR/kubeconfigs/ROLE.kubeconfig  each role's own ServiceAccount token (re-minted at every start)
     DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
     DIR/scheduler-config.yaml  the scheduler's --config (rewritten at every start by its local setup)
     DIR/webhook-certs/  the manager's serving certificate
     DIR/logs/NAME.log   each child's stdout and stderr (koordlet-<node>.log per koordlet)
     DIR/nodes/<node>/   each simulated node's proc, sys and cgroup trees (rebuilt on restart)
     DIR/koordlet/<node>/  each koordlet's --run-dir (metric cache, prediction checkpoints)
+
+The API server serves HTTPS with authentication and RBAC (``--tls``: an admin token in ``DIR/token``,
+the CA in the kubeconfig). ``local`` applies the roles' ServiceAccounts, ClusterRoles and bindings
+(``manifests/rbac``, shipped in :mod:`koordinator.defaults`), mints a token for each role's ServiceAccount
+and starts every role with a kubeconfig of its own: a role that lacks a permission is Forbidden here, as
+it would be on a cluster. The admission webhooks are called by the API server itself, so they need no
+identity; the scheduler's binds go through RBAC like every other request.
 
 Every child runs in its own session, so a Ctrl-C in the terminal reaches only this process and
 the shutdown order stays ours. A role that dies is reported on its status line; an API server
@@ -69,6 +77,17 @@ SYSTEM_NAMESPACE = "koordinator-system"
 SIMULATOR = "simulator"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 CONTROLLERS = "controllers"
+# Each role's ServiceAccount in SYSTEM_NAMESPACE (manifests/rbac). A role not named here (runtime-proxy:
+# a host binary that makes no API request; manifests/ deploys no identity for it) gets the admin kubeconfig.
+ROLE_SERVICE_ACCOUNTS = {
+    "manager": "koord-manager",
+    "scheduler": "koord-scheduler",
+    "descheduler": "koord-descheduler",
+    "koordlet": "koordlet",
+    "device-daemon": "koord-device-daemon",
+}
+# The roles' tokens are re-minted at every start; a year outlives any local session.
+ROLE_TOKEN_SECONDS = 365 * 24 * 3600
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -469,6 +488,71 @@ def install_defaults(client: Any) -> tuple[list[str], list[str]]:
     return created, kept
 
 
+def apply_rbac(client: Any) -> int:
+    """Apply the roles' RBAC (:func:`koordinator.defaults.rbac_objects`); the number of objects.
+
+    Like ``kubectl apply``: a missing object is created, an existing Role, ClusterRole or binding is
+    replaced by the shipped one (a permission fixed in a newer build takes effect at restart); an existing
+    ServiceAccount is kept (nothing in it is ours to reset).
+    """
+    from koordinator import defaults
+    from koordinator.runtime.errors import AlreadyExists
+
+    objects = defaults.rbac_objects()
+    for obj in objects:
+        # Raw requests: the client's kind registry knows the kinds the roles use, not the rbac group's.
+        collection = _collection_path(obj)
+        try:
+            client.request("POST", collection, body=obj)
+        except AlreadyExists:
+            if obj["kind"] == "ServiceAccount":
+                continue
+            path = f"{collection}/{obj['metadata']['name']}"
+            current = client.request("GET", path)
+            meta = {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+            client.request("PUT", path, body={**obj, "metadata": meta})
+    return len(objects)
+
+
+_RBAC_RESOURCES = {"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings",
+                   "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
+
+
+def _collection_path(obj: dict[str, Any]) -> str:
+    """The REST collection of one of the RBAC manifests' objects (namespaced ones in their namespace)."""
+    version = obj["apiVersion"]
+    prefix = "/api/v1" if version == "v1" else f"/apis/{version}"
+    namespace = obj["metadata"].get("namespace")
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"{prefix}{where}/{_RBAC_RESOURCES[obj['kind']]}"
+
+
+def mint_token(client: Any, namespace: str, service_account: str, seconds: int = ROLE_TOKEN_SECONDS) -> str:
+    """A TokenRequest for ``service_account`` through ``client`` (an admin's); the token."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds}}
+    answer = client.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+                            body=body)
+    return answer["status"]["token"]
+
+
+def write_token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Path:
+    """A copy of ``admin_kubeconfig`` (same server and CA) whose user is ``token``; written with mode 0600."""
+    import yaml
+
+    config = yaml.safe_load(admin_kubeconfig.read_text(encoding="utf-8"))
+    for user in config.get("users") or []:
+        user["user"] = {"token": token}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)  # O_CREAT leaves a leftover file's mode as it was
+        yaml.safe_dump(config, f, sort_keys=False)
+    tmp.replace(path)
+    return path
+
+
 def write_crds(directory: Path) -> int:
     """Write every Koordinator CRD as YAML into ``directory`` (replacing older files); returns the count."""
     import yaml
@@ -539,6 +623,8 @@ class LocalCluster:
         self.config = config
         self.data_dir = config.data_dir
         self.kubeconfig = self.data_dir / "kubeconfig"
+        # role -> its ServiceAccount's kubeconfig (_prepare_cluster); a role without one uses the admin's.
+        self.role_kubeconfigs: dict[str, Path] = {}
         self.board = StatusBoard(config.out)
         self.apiserver: ChildProcess | None = None
         self.simulator: ChildProcess | None = None
@@ -628,7 +714,10 @@ class LocalCluster:
         count = write_crds(crd_dir)
         argv = [*self.config.command, "apiserver", "--data-dir", str(self.data_dir),
                 "--port", str(self.config.port), "--crd-dir", str(crd_dir),
-                "--kubeconfig-out", str(self.kubeconfig), "--log-level", self.config.log_level]
+                "--kubeconfig-out", str(self.kubeconfig), "--log-level", self.config.log_level,
+                # HTTPS, an admin token (DIR/token, kept across restarts) and RBAC: the roles run under
+                # their own ServiceAccounts, checked as on a cluster.
+                "--tls"]
         # The API server opens state.db under our lock: it gets our lock's descriptor (and with it the
         # lock, which it keeps should we be killed), so that it does not take itself for a second user.
         assert self.lock is not None and self.lock.fd is not None
@@ -668,6 +757,7 @@ class LocalCluster:
         # Before the roles' setups (the manager's webhook configurations): nothing here may wait for a
         # role not yet started.
         created, kept = install_defaults(client)
+        self._set_up_identities(client)
         names = ensure_nodes(client, self.config.nodes)
         self.node_names = names
         self._set_up_roles(client)
@@ -680,6 +770,20 @@ class LocalCluster:
             self.board.set("nodes", "ready", f"{len(names)} simulated: {shown}")
         else:
             self.board.set("nodes", "none", "--nodes 0")
+
+    def _set_up_identities(self, client: Any) -> None:
+        """Apply the roles' RBAC and write a kubeconfig with a fresh token for each wanted role's ServiceAccount."""
+        count = apply_rbac(client)
+        directory = self.data_dir / "kubeconfigs"
+        for role in self._wanted_roles():
+            account = ROLE_SERVICE_ACCOUNTS.get(role)
+            if account is None or not roles.is_implemented(role):
+                continue
+            token = mint_token(client, SYSTEM_NAMESPACE, account)
+            self.role_kubeconfigs[role] = write_token_kubeconfig(self.kubeconfig, token,
+                                                                 directory / f"{role}.kubeconfig")
+        self.board.set("rbac", "ready", f"{count} objects applied; roles run as their ServiceAccounts "
+                                        f"({len(self.role_kubeconfigs)} kubeconfigs in {directory})")
 
     @property
     def nodes_dir(self) -> Path:
@@ -752,7 +856,11 @@ class LocalCluster:
             self.setups[role] = hook(context) if hook is not None else LocalSetup()
 
     def _start_controllers(self) -> None:
-        """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role."""
+        """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role.
+
+        It runs with the admin kubeconfig (system:masters), as does the node simulator: they stand in for
+        Kubernetes' own kube-controller-manager and kubelet, whose rights are not Koordinator's to define.
+        """
         if not self.config.controllers:
             return
         self._start_child(CONTROLLERS, None, [*self.config.command, CONTROLLERS], [])
@@ -788,7 +896,8 @@ class LocalCluster:
         name = f"{role}/{node}" if node else role
         metrics = f"127.0.0.1:{free_port()}"
         health = f"127.0.0.1:{free_port()}"
-        argv = [*command, "--kubeconfig", str(self.kubeconfig), "--metrics-addr", metrics, "--health-addr", health,
+        kubeconfig = self.role_kubeconfigs.get(role, self.kubeconfig)
+        argv = [*command, "--kubeconfig", str(kubeconfig), "--metrics-addr", metrics, "--health-addr", health,
                 "--log-level", self.config.log_level, *extra]
         log_name = f"{role}-{node}" if node else role
         child = ChildProcess(name, argv, self.data_dir / "logs" / f"{log_name}.log",

@@ -3,6 +3,7 @@ and kubectl (:class:`Cluster`), started and always stopped by :func:`running_clu
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -59,6 +60,26 @@ class Cluster:
         assert proc.returncode == 0, proc.stderr
 
 
+# What a refused request leaves in a log: the Status reason/message ("Forbidden", "... is forbidden: User ...
+# cannot ...") or the bare HTTP code.
+FORBIDDEN = re.compile(r"forbidden|\b(?:HTTP|status|code)[ =:\"]*403\b", re.IGNORECASE)
+
+
+def forbidden_lines(data_dir: Path) -> list[str]:
+    """``LOG: line`` for every line of the children's logs (DATA_DIR/logs/*.log) that shows a refused request.
+
+    The API server's own log is left out: it records what it refused to anyone (a test's kubectl may be
+    refused on purpose); what matters is that no component was refused.
+    """
+    found = []
+    for log in sorted((data_dir / "logs").glob("*.log")):
+        if log.name == "apiserver.log":
+            continue
+        found += [f"{log.name}: {line}" for line in log.read_text(errors="replace").splitlines()
+                  if FORBIDDEN.search(line)]
+    return found
+
+
 @contextmanager
 def running_cluster(base: Path, *args: str) -> Iterator[Cluster]:
     """``koordinator local ARGS`` on the data dir ``base/kdata`` until it says ``up``; stopped (SIGTERM, then
@@ -70,6 +91,9 @@ def running_cluster(base: Path, *args: str) -> Iterator[Cluster]:
         lp.expect("koordinator local: up")
         client = Client.from_kubeconfig(kubeconfig)
         yield Cluster(lp, kubeconfig, base / "cache", client)
+        # Every role runs as its own ServiceAccount (koordinator local): none may have been refused anything.
+        refused = forbidden_lines(lp.data_dir)
+        assert not refused, "requests refused by RBAC:\n" + "\n".join(refused[:20])
     finally:
         if client is not None:
             client.close()

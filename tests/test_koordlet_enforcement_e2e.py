@@ -31,6 +31,7 @@ from koordinator.runtime.errors import NotFound
 from koordinator.sim import tree
 from koordinator.sim.profiles import DEFAULT_SYSTEM_CPU
 from koordinator_roles.koordlet.system.cpuset import parse_cpuset
+from tests.local_cluster import forbidden_lines
 from tests.test_local import Cluster, LocalProcess
 from tests.waiting import wait_until
 
@@ -74,6 +75,9 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         print(f"\nkoordinator local up in {up_after:.1f}s")
         client = Client.from_kubeconfig(kubeconfig)
         yield Cluster(lp, data, kubeconfig, base / "cache", client, started, up_after)
+        # Every role runs as its own ServiceAccount: none may have been refused anything.
+        refused = forbidden_lines(data)
+        assert not refused, "requests refused by RBAC:\n" + "\n".join(refused[:20])
     finally:
         if client is not None:
             client.close()

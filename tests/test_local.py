@@ -195,6 +195,11 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         up_after = time.monotonic() - started
         client = Client.from_kubeconfig(kubeconfig)
         yield Cluster(lp, data, kubeconfig, base / "cache", client, started, up_after)
+        # Every role runs as its own ServiceAccount: none may have been refused anything.
+        from tests.local_cluster import forbidden_lines  # here: tests.local_cluster imports this module
+
+        refused = forbidden_lines(data)
+        assert not refused, "requests refused by RBAC:\n" + "\n".join(refused[:20])
     finally:
         if client is not None:
             client.close()

@@ -7,6 +7,10 @@ objects, also from an installed package, which has no ``manifests/``: so the fil
 data, byte for byte those files of ``manifests/`` (``config/NAME.yaml`` and ``priorityclasses.yaml``;
 tests/test_local.py fails on any difference, or when the kustomization lists another one, so edit both
 or copy one onto the other).
+
+``rbac/NAME.yaml`` are, byte for byte, ``manifests/rbac/NAME.yaml`` (the roles' ServiceAccounts,
+ClusterRoles and bindings): ``koordinator local`` applies them and runs each role as its own
+ServiceAccount, so that a role lacking a permission fails locally (tests/test_local_rbac.py pins them equal).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 # Paths relative to this package and to manifests/, in the order local installs them.
 CONFIG_DIR = "config"
 PRIORITY_CLASSES = "priorityclasses.yaml"
+RBAC_DIR = "rbac"
 
 
 def files() -> dict[str, str]:
@@ -36,5 +41,22 @@ def objects() -> list[dict[str, Any]]:
 
     out: list[dict[str, Any]] = []
     for text in files().values():
+        out += [doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
+    return out
+
+
+def rbac_files() -> dict[str, str]:
+    """Relative path (as under ``manifests/``, ``rbac/NAME.yaml``) -> text of every RBAC manifest shipped here."""
+    root = resources.files(__name__).joinpath(RBAC_DIR)
+    return {f"{RBAC_DIR}/{e.name}": e.read_text(encoding="utf-8")
+            for e in sorted(root.iterdir(), key=lambda e: e.name) if e.name.endswith(".yaml")}
+
+
+def rbac_objects() -> list[dict[str, Any]]:
+    """Every RBAC object of the roles (ServiceAccounts, (Cluster)Roles, bindings), parsed, in file order."""
+    import yaml
+
+    out: list[dict[str, Any]] = []
+    for text in rbac_files().values():
         out += [doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
     return out
