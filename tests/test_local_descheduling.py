@@ -35,13 +35,16 @@ WAIT = 180
 
 def enable_low_node_load(document: dict) -> dict:
     """The shipped configuration with LowNodeLoad on, the test's thresholds, one abnormal round enough, and
-    dry run on."""
+    dry run on. The workload's object limiter keeps its 2 migrations per 5 minutes but with a burst of 2: with the
+    default burst of 1 a second migration waits 150 s for its token."""
     profile = document["profiles"][0]
     profile["plugins"]["balance"] = {"enabled": [{"name": "LowNodeLoad"}]}
     for entry in profile["pluginConfig"]:
         if entry["name"] == "LowNodeLoad":
             entry["args"].update(lowThresholds={"cpu": 15, "memory": 55}, highThresholds={"cpu": HIGH_CPU, "memory": 80},
                                  anomalyCondition={"consecutiveAbnormalities": 1})
+        if entry["name"] == "MigrationController":
+            entry.setdefault("args", {})["objectLimiters"] = {"workload": {"duration": "5m", "burst": 2}}
     document["dryRun"] = True
     return document
 
