@@ -17,9 +17,10 @@ import json
 import re
 import select
 import socket
-import threading
 import time
 from typing import Callable
+
+from tests.tcp_proxy import TcpProxy, _close
 
 _POLL = 0.05
 _REQUEST = re.compile(rb"(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (\S+) HTTP/1\.[01]\r\n")
@@ -54,76 +55,21 @@ class Request:
         return f"{self.method} {self.path} -> {self.status}{' (held)' if self.held else ''} @{self.sent:.3f}"
 
 
-class HttpTap:
-    """Forward 127.0.0.1:<ephemeral> to ``127.0.0.1:target_port``, recording requests; hold those ``hold`` picks."""
+class HttpTap(TcpProxy):
+    """Forward 127.0.0.1:<ephemeral> to ``127.0.0.1:target_port``, recording requests; hold those ``hold`` picks.
+
+    The listener, threads and shutdown are :class:`~tests.tcp_proxy.TcpProxy`'s; only a connection's relay differs.
+    """
 
     def __init__(self, target_port: int, hold: Callable[[str, str], bool] | None = None) -> None:
-        self.target = ("127.0.0.1", target_port)
+        super().__init__(target_port)
         self.hold = hold
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(128)
-        self.port = self._listener.getsockname()[1]
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._sockets: set[socket.socket] = set()
         self._requests: list[Request] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def requests(self) -> list[Request]:
         with self._lock:
             return list(self._requests)
-
-    def start(self) -> "HttpTap":
-        self._spawn(self._accept_loop)
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Close the listener and every connection; join the threads."""
-        self._stopping.set()
-        with self._lock:
-            sockets = list(self._sockets) + [self._listener]
-            self._sockets.clear()
-            threads = list(self._threads)
-        for sock in sockets:
-            _close(sock)
-        for thread in threads:
-            thread.join(timeout)
-
-    def _spawn(self, target: Callable, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, name="http-tap", daemon=True)
-        with self._lock:
-            if self._stopping.is_set():
-                return
-            self._threads = [t for t in self._threads if t.is_alive()]
-            self._threads.append(thread)
-        thread.start()
-
-    def _track(self, sock: socket.socket) -> bool:
-        with self._lock:
-            if self._stopping.is_set():
-                _close(sock)
-                return False
-            self._sockets.add(sock)
-            return True
-
-    def _accept_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                ready, _, _ = select.select([self._listener], [], [], _POLL)
-                if not ready:
-                    continue
-                conn, _ = self._listener.accept()
-            except (OSError, ValueError):
-                return
-            if self._track(conn):
-                self._spawn(self._serve, conn)
 
     def _serve(self, client: socket.socket) -> None:
         upstream = None
@@ -183,13 +129,3 @@ def _created_name(rest: bytes) -> str | None:
     name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
     return name if isinstance(name, str) else None
 
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        sock.close()
-    except OSError:
-        pass
