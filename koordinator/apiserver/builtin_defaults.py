@@ -467,6 +467,8 @@ def _default_namespace(obj: Obj, create: bool) -> None:
 
 
 def _default_node(obj: Obj, create: bool) -> None:
+    if obj.get("spec") is None:
+        obj["spec"] = {}  # Go's encoding of the NodeSpec struct, written even when empty
     status = obj.get("status")
     if not isinstance(status, dict):
         return

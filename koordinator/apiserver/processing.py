@@ -6,10 +6,9 @@ kind's structural schema (pruning, defaulting) and validates it; so does ``Objec
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-from koordinator.apiserver import admission, builtin_defaults, errors, protobuf_schema, validation
+from koordinator.apiserver import admission, builtin_defaults, builtin_fields, errors, validation
 from koordinator.apiserver.crds import CrdManager
 from koordinator.apiserver.objects import meta
 from koordinator.apiserver.resources import ResourceType
@@ -23,23 +22,6 @@ OBJECT_META_FIELDS = {
     "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences", "finalizers",
     "managedFields",
 }
-
-
-@lru_cache(maxsize=None)
-def builtin_top_level_fields(api_version: str, kind: str) -> frozenset[str] | None:
-    """The JSON fields a built-in kind has at its top level (from the protobuf field tables, which
-    list every field of the kinds they cover), or None for a kind they do not cover."""
-    msg = protobuf_schema.message_for(api_version, kind)
-    if msg is None:
-        return None
-
-    def names(message: str) -> set[str]:
-        out: set[str] = set()
-        for fld in protobuf_schema.MESSAGES[message].values():
-            out |= names(fld.type) if fld.inline else {fld.name}
-        return out
-
-    return frozenset(names(msg) | {"apiVersion", "kind", "metadata"})
 
 
 class ObjectProcessor:
@@ -111,14 +93,9 @@ class ObjectProcessor:
             unknown += result.unknown_fields
             causes += result.causes
         else:
-            # Like kube-apiserver's decoder, drop top-level fields the kind does not have (else a
-            # merge patch could store e.g. a "spec" in a ConfigMap); nested fields are kept as sent.
-            known = builtin_top_level_fields(rt.api_version, rt.kind)
-            if known is not None:
-                extra = [k for k in obj if k not in known]
-                for k in extra:
-                    del obj[k]
-                unknown += extra
+            # Like kube-apiserver's decoder, drop the fields the kind does not have, at any depth (else
+            # a merge patch could store e.g. a "spec" in a ConfigMap or a "spec.replicas" in a Service).
+            unknown += builtin_fields.prune_unknown(rt.api_version, rt.kind, obj)
             builtin_defaults.apply_defaults(rt.group, rt.kind, obj, create=old is None)
         if dropped_unknown:
             unknown += dropped_unknown

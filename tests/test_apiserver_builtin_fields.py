@@ -1,0 +1,122 @@
+"""Unknown fields of built-in kinds are dropped at every depth, as kube-apiserver's typed decoder does,
+and no field the API has is dropped (the field tables are checked against the kubernetes client's models)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+
+import kubernetes.client as kube_models
+import pytest
+
+from koordinator.apiserver import builtin_fields, protobuf_schema
+from tests.apiserver_process import ApiServerProcess
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+SERVICES = "/api/v1/namespaces/default/services"
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def _model_class(message: str):
+    """The kubernetes client's model for one of our messages (``events.Event`` -> EventsV1Event, ...)."""
+    package, _, name = message.rpartition(".")
+    candidates = [f"{package.capitalize()}V1{name}"] if package else []
+    candidates += [f"V1{name}", f"CoreV1{name}", f"RbacV1{name}", f"AuthenticationV1{name}"]
+    return next((getattr(kube_models, c) for c in candidates if hasattr(kube_models, c)), None)
+
+
+def test_every_field_the_client_models_know_is_kept():
+    """A field missing from the tables would be silently dropped from users' objects."""
+    missing = {}
+    checked = 0
+    for message in protobuf_schema.MESSAGES:
+        model = _model_class(message)
+        if model is None:
+            continue  # an inline-only message (ProbeHandler, VolumeSource): checked through its parent
+        checked += 1
+        theirs = set(model.attribute_map.values()) - {"apiVersion", "kind", "metadata"}
+        ours = set(builtin_fields.fields_of(message))
+        if theirs - ours:
+            missing[f"{message} ({model.__name__})"] = sorted(theirs - ours)
+    assert checked > 150
+    assert not missing, missing
+
+
+def test_prune_names_paths_as_kube_does():
+    deployment = {"spec": {"replicas": 1, "bogus": 1, "template": {
+        "metadata": {"labels": {"a": "b"}, "colour": "red"},
+        "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d", "image": "i", "imagePullPolicyx": "x",
+                                                             "resources": {"limits": {"cpu": "1"}, "max": 1}}],
+                 "volumes": [{"name": "v", "awsElasticBlockStore": {"volumeID": "vol", "anything": 1}}]}}},
+        "status": {"replicas": 0}}
+    unknown = builtin_fields.prune_unknown("apps/v1", "Deployment", deployment)
+    assert unknown == ["spec.bogus", "spec.template.metadata.colour",
+                       "spec.template.spec.containers[1].imagePullPolicyx",
+                       "spec.template.spec.containers[1].resources.max"]
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert containers[1] == {"name": "d", "image": "i", "resources": {"limits": {"cpu": "1"}}}
+    # A field without a protobuf number is kept as sent, with what is below it.
+    assert deployment["spec"]["template"]["spec"]["volumes"][0]["awsElasticBlockStore"]["anything"] == 1
+
+
+def test_wrongly_typed_values_are_left_for_validation():
+    pod = {"spec": {"containers": "not-a-list", "affinity": ["not", "an", "object"]}}
+    assert builtin_fields.prune_unknown("v1", "Pod", copy.deepcopy(pod)) == []
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServerProcess]:
+    proc = ApiServerProcess(tmp_path_factory.mktemp("builtin-fields")).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def deployment(name: str) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+
+
+def test_strict_create_names_a_nested_unknown_field_and_stores_nothing(server):
+    doc = deployment("strict")
+    doc["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyx"] = "Always"
+    status, body, _ = server.request("POST", f"{DEPLOYMENTS}?fieldValidation=Strict", doc)
+    assert status == 400, body
+    assert body["message"] == ('Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+                               'unknown field "spec.template.spec.containers[0].imagePullPolicyx"')
+    server.request("GET", f"{DEPLOYMENTS}/strict", expect=404)
+
+
+def test_warn_create_drops_the_nested_field_with_a_warning(server):
+    doc = deployment("warn")
+    doc["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyx"] = "Always"
+    _, made, headers = server.request("POST", DEPLOYMENTS, doc, expect=201)
+    assert headers["warning"] == '299 - "unknown field \\"spec.template.spec.containers[0].imagePullPolicyx\\""'
+    assert "imagePullPolicyx" not in json.dumps(made)
+
+
+def test_a_merge_patch_adding_a_nested_unknown_field_changes_nothing(server):
+    server.request("POST", SERVICES, {"metadata": {"name": "svc"},
+                                      "spec": {"ports": [{"port": 80}], "selector": {"app": "a"}}}, expect=201)
+    _, before, _ = server.request("GET", f"{SERVICES}/svc", expect=200)
+    _, after, headers = server.request("PATCH", f"{SERVICES}/svc", {"spec": {"replicas": 3}},
+                                       headers={"Content-Type": "application/merge-patch+json"}, expect=200)
+    assert "spec.replicas" in headers.get("warning", "")
+    assert after == before  # a no-op: not even the resourceVersion moves
+    status, body, _ = server.request("PATCH", f"{SERVICES}/svc?fieldValidation=Strict", {"spec": {"replicas": 3}},
+                                     headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert status == 400 and 'unknown field "spec.replicas"' in body["message"], body
+    assert server.request("GET", f"{SERVICES}/svc", expect=200)[1] == before
+
+
+def test_fields_the_api_has_without_protobuf_numbers_are_stored(server):
+    pod = {"metadata": {"name": "legacy-volume"},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                    "volumes": [{"name": "v", "awsElasticBlockStore": {"volumeID": "vol-1", "fsType": "ext4"}}]}}
+    _, made, headers = server.request("POST", f"{PODS}?fieldValidation=Strict", pod, expect=201)
+    assert made["spec"]["volumes"][0]["awsElasticBlockStore"] == {"volumeID": "vol-1", "fsType": "ext4"}
+    assert "warning" not in headers
