@@ -24,8 +24,9 @@ Layout of the data directory (reused on restart: the nodes are kept, the CRDs re
 
     DIR/lock            flock()ed while a `local` (or `apiserver`) uses the directory
     DIR/state.db        the API server's SQLite database
-    DIR/kubeconfig      for kubectl (cluster admin: DIR/token, system:masters), the simulator and controllers
-    DIR/kubeconfigs/ROLE.kubeconfig  each role's own ServiceAccount token (re-minted at every start)
+    DIR/kubeconfig      for kubectl (cluster admin: DIR/token, system:masters)
+    DIR/kubeconfigs/ROLE.kubeconfig  each role's own ServiceAccount token (re-minted at every start), and
+                        controllers.kubeconfig, simulator.kubeconfig for local's stand-ins
     DIR/crds/           the CRDs written from koordinator.apis.schemas (works from an installed package)
     DIR/scheduler-config.yaml  the scheduler's --config (rewritten at every start by its local setup)
     DIR/webhook-certs/  the manager's serving certificate
@@ -38,7 +39,9 @@ the CA in the kubeconfig). ``local`` applies the roles' ServiceAccounts, Cluster
 (``manifests/rbac``, shipped in :mod:`koordinator.defaults`), mints a token for each role's ServiceAccount
 and starts every role with a kubeconfig of its own: a role that lacks a permission is Forbidden here, as
 it would be on a cluster. The admission webhooks are called by the API server itself, so they need no
-identity; the scheduler's binds go through RBAC like every other request.
+identity; the scheduler's binds go through RBAC like every other request. The workload controllers and the
+node simulator, which stand in for kube-controller-manager and the kubelets, run as ServiceAccounts of
+``kube-system`` with ClusterRoles of what they use (``koordinator/defaults/local/kube-stand-ins.yaml``).
 
 Every child runs in its own session, so a Ctrl-C in the terminal reaches only this process and
 the shutdown order stays ours. A role that dies is reported on its status line; an API server
@@ -77,6 +80,9 @@ SYSTEM_NAMESPACE = "koordinator-system"
 SIMULATOR = "simulator"
 NODE_CAPACITY = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
 CONTROLLERS = "controllers"
+# The ServiceAccounts (kube-system) of local's stand-ins for kube's components (koordinator.defaults).
+STAND_IN_SERVICE_ACCOUNTS = {CONTROLLERS: "koordinator-controllers", SIMULATOR: "koordinator-node-simulator"}
+STAND_IN_NAMESPACE = "kube-system"
 # Each role's ServiceAccount in SYSTEM_NAMESPACE (manifests/rbac). A role not named here (runtime-proxy:
 # a host binary that makes no API request; manifests/ deploys no identity for it) gets the admin kubeconfig.
 ROLE_SERVICE_ACCOUNTS = {
@@ -489,7 +495,8 @@ def install_defaults(client: Any) -> tuple[list[str], list[str]]:
 
 
 def apply_rbac(client: Any) -> int:
-    """Apply the roles' RBAC (:func:`koordinator.defaults.rbac_objects`); the number of objects.
+    """Apply the roles' RBAC (:func:`koordinator.defaults.rbac_objects`) and the identities of local's
+    stand-ins (:func:`koordinator.defaults.local_stand_in_objects`); the number of objects.
 
     Like ``kubectl apply``: a missing object is created, an existing Role, ClusterRole or binding is
     replaced by the shipped one (a permission fixed in a newer build takes effect at restart); an existing
@@ -498,7 +505,7 @@ def apply_rbac(client: Any) -> int:
     from koordinator import defaults
     from koordinator.runtime.errors import AlreadyExists
 
-    objects = defaults.rbac_objects()
+    objects = defaults.rbac_objects() + defaults.local_stand_in_objects()
     for obj in objects:
         # Raw requests: the client's kind registry knows the kinds the roles use, not the rbac group's.
         collection = _collection_path(obj)
@@ -782,6 +789,10 @@ class LocalCluster:
             token = mint_token(client, SYSTEM_NAMESPACE, account)
             self.role_kubeconfigs[role] = write_token_kubeconfig(self.kubeconfig, token,
                                                                  directory / f"{role}.kubeconfig")
+        for stand_in, account in STAND_IN_SERVICE_ACCOUNTS.items():
+            token = mint_token(client, STAND_IN_NAMESPACE, account)
+            self.role_kubeconfigs[stand_in] = write_token_kubeconfig(self.kubeconfig, token,
+                                                                     directory / f"{stand_in}.kubeconfig")
         self.board.set("rbac", "ready", f"{count} objects applied; roles run as their ServiceAccounts "
                                         f"({len(self.role_kubeconfigs)} kubeconfigs in {directory})")
 
@@ -797,7 +808,8 @@ class LocalCluster:
         """``koordinator simulate-nodes`` for the simulated nodes; wait (bounded) until their trees exist."""
         if not self.node_names:
             return
-        argv = [*self.config.command, "simulate-nodes", "--kubeconfig", str(self.kubeconfig),
+        kubeconfig = self.role_kubeconfigs.get(SIMULATOR, self.kubeconfig)
+        argv = [*self.config.command, "simulate-nodes", "--kubeconfig", str(kubeconfig),
                 "--root", str(self.nodes_dir), "--nodes", ",".join(self.node_names),
                 "--cgroup-version", str(self.config.cgroup_version), "--cgroup-driver", self.config.cgroup_driver,
                 "--gpus-per-node", str(self.config.gpus_per_node),
@@ -856,11 +868,8 @@ class LocalCluster:
             self.setups[role] = hook(context) if hook is not None else LocalSetup()
 
     def _start_controllers(self) -> None:
-        """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role.
-
-        It runs with the admin kubeconfig (system:masters), as does the node simulator: they stand in for
-        Kubernetes' own kube-controller-manager and kubelet, whose rights are not Koordinator's to define.
-        """
+        """``koordinator controllers`` (Deployments, ReplicaSets, Jobs ... make pods), supervised like a role,
+        as its ServiceAccount (``STAND_IN_SERVICE_ACCOUNTS``)."""
         if not self.config.controllers:
             return
         self._start_child(CONTROLLERS, None, [*self.config.command, CONTROLLERS], [])

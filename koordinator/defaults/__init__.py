@@ -11,6 +11,10 @@ or copy one onto the other).
 ``rbac/NAME.yaml`` are, byte for byte, ``manifests/rbac/NAME.yaml`` (the roles' ServiceAccounts,
 ClusterRoles and bindings): ``koordinator local`` applies them and runs each role as its own
 ServiceAccount, so that a role lacking a permission fails locally (tests/test_local_rbac.py pins them equal).
+
+``local/kube-stand-ins.yaml`` (no counterpart in ``manifests/``: a cluster has its own) gives the
+identities of what ``koordinator local`` runs in place of Kubernetes' components: the workload
+controllers and the node simulator.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 CONFIG_DIR = "config"
 PRIORITY_CLASSES = "priorityclasses.yaml"
 RBAC_DIR = "rbac"
+LOCAL_STAND_INS = "local/kube-stand-ins.yaml"
 
 
 def files() -> dict[str, str]:
@@ -60,3 +65,11 @@ def rbac_objects() -> list[dict[str, Any]]:
     for text in rbac_files().values():
         out += [doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
     return out
+
+
+def local_stand_in_objects() -> list[dict[str, Any]]:
+    """The ServiceAccounts, ClusterRoles and bindings of local's controllers and node simulator, parsed."""
+    import yaml
+
+    text = resources.files(__name__).joinpath(LOCAL_STAND_INS).read_text(encoding="utf-8")
+    return [doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict)]
