@@ -1,8 +1,9 @@
 """The workload controllers a cluster without kube-controller-manager lacks.
 
 ``koordinator local`` runs them (as ``koordinator controllers``, a child process) so that
-Deployments, ReplicaSets, Jobs, DaemonSets and StatefulSets make pods and dependents are garbage
-collected, with the semantics, status fields, conditions and events of kube-controller-manager.
+Deployments, ReplicaSets, Jobs, DaemonSets and StatefulSets make pods, dependents are garbage
+collected and aggregating ClusterRoles show the rules they aggregate, with the semantics, status
+fields, conditions and events of kube-controller-manager.
 On a real cluster none of this runs: kube-controller-manager does it. (Namespace deletion, the
 ``default`` ServiceAccount and PodDisruptionBudget status are kept by the embedded API server
 itself, so they work with ``koordinator apiserver`` alone.)
@@ -19,6 +20,7 @@ from typing import Any
 
 # name -> module; registration order is this order.
 CONTROLLERS = {
+    "clusterrole-aggregation": "koordinator.controllers.clusterroleaggregation",
     "replicaset": "koordinator.controllers.replicaset",
     "deployment": "koordinator.controllers.deployment",
     "job": "koordinator.controllers.job",

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "controllers",
         help="run the workload controllers (Deployment, ReplicaSet, Job, DaemonSet, StatefulSet, garbage "
-             "collector) against a cluster that has no kube-controller-manager",
+             "collector, ClusterRole aggregation) against a cluster that has no kube-controller-manager",
         description="Run the workload controllers a cluster without kube-controller-manager lacks: "
                     f"{', '.join(CONTROLLERS)}. `koordinator local` runs them; on a real cluster "
                     "kube-controller-manager does this work.",

@@ -15,6 +15,7 @@ from koordinator.apiserver.validation.causes import (
 )
 from koordinator.apiserver.validation.formats import name_is_dns_subdomain, name_is_path_segment
 from koordinator.apiserver.validation.meta import validate_object_meta
+from koordinator.apiserver.validation.podspec import validate_label_selector
 
 
 def _validate_policy_rules(obj: Obj, namespaced: bool) -> Causes:
@@ -44,8 +45,28 @@ def validate_role(obj: Obj, old: Obj | None) -> Causes:
     return validate_object_meta(obj, name_is_path_segment) + _validate_policy_rules(obj, namespaced=True)
 
 
+def _validate_aggregation_rule(obj: Obj) -> Causes:
+    """kube's ``ValidateClusterRole`` on ``aggregationRule``: at least one selector, each a valid
+    LabelSelector; one that is not also fails ``LabelSelectorAsSelector`` (its nil result prints as "null")."""
+    rule = obj.get("aggregationRule")
+    if rule is None:
+        return []
+    path = "aggregationRule.clusterRoleSelectors"
+    selectors = as_list(as_dict(rule).get("clusterRoleSelectors"))
+    if not selectors:
+        return [required(path, "at least one clusterRoleSelector required if aggregationRule is non-nil")]
+    causes: Causes = []
+    for i, selector in enumerate(selectors):
+        found = validate_label_selector(as_dict(selector), f"{path}[{i}]")
+        causes.extend(found)
+        if found:
+            causes.append(invalid(f"{path}[{i}]", None, "invalid label selector."))
+    return causes
+
+
 def validate_cluster_role(obj: Obj, old: Obj | None) -> Causes:
-    return validate_object_meta(obj, name_is_path_segment) + _validate_policy_rules(obj, namespaced=False)
+    return (validate_object_meta(obj, name_is_path_segment) + _validate_policy_rules(obj, namespaced=False)
+            + _validate_aggregation_rule(obj))
 
 
 _RBAC_GROUP = "rbac.authorization.k8s.io"
