@@ -16,8 +16,8 @@ import os
 from typing import Any, Callable
 
 from koordinator.apiserver import (access_reviews, admission, authorization, deletion, discovery, errors,
-                                   token_requests, webhooks)
-from koordinator.apiserver.authentication import ServiceAccountTokens
+                                   issuer_discovery, token_requests, token_reviews, webhooks)
+from koordinator.apiserver.authentication import Authenticator, ServiceAccountTokens, StaticTokens
 from koordinator.apiserver.crds import CrdManager
 from koordinator.apiserver.creates import Creator
 from koordinator.apiserver.deletes import Deleter
@@ -29,7 +29,7 @@ from koordinator.apiserver.pods import PodSubresources
 from koordinator.apiserver.processing import ObjectProcessor
 from koordinator.apiserver.reads import Reader
 from koordinator.apiserver.resources import Registry, ResourceType
-from koordinator.apiserver.routes import Route, openapi_document, parse_route, resource_of
+from koordinator.apiserver.routes import Route, method_not_allowed, openapi_document, parse_route, resource_of
 from koordinator.apiserver.store import Entry, Store, object_key
 from koordinator.apiserver.stored_objects import StoredObjects
 from koordinator.apiserver.subresources import connect_steps, scale
@@ -43,6 +43,17 @@ log = logging.getLogger("koordinator.apiserver")
 Obj = dict[str, Any]
 
 ANONYMOUS = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+
+# The checks behind /healthz/NAME, /livez/NAME and /readyz/NAME (kube-apiserver's that apply here:
+# the storage is local, so "etcd" always passes); any other name is 404, as in kube.
+HEALTH_CHECKS = {"healthz": ("ping", "log", "etcd"), "livez": ("ping", "log", "etcd"),
+                 "readyz": ("ping", "log", "etcd", "informer-sync", "shutdown")}
+
+
+def _read_only(method: str) -> None:
+    """A path kube serves through GET-only go-restful routes answers other methods with a 405."""
+    if method not in ("GET", "HEAD"):
+        raise method_not_allowed()
 
 
 class ApiServer:
@@ -60,6 +71,8 @@ class ApiServer:
         # Signs and checks ServiceAccount tokens; the embedded server points it at its data dir.
         self.service_account_tokens = ServiceAccountTokens(
             os.path.dirname(os.path.abspath(store.path)) if store.path != ":memory:" else None, store)
+        # Checks TokenReviews' tokens (the embedding server installs its own chain, static tokens included).
+        self.authenticator = Authenticator(StaticTokens(set(), {}), self.service_account_tokens)
         # Who sent the request being dispatched (AdmissionReview userInfo).
         self._user: dict[str, Any] = ANONYMOUS
         self.presenter = Presenter(self.registry)
@@ -186,14 +199,28 @@ class ApiServer:
     def dispatch(self, req: Request, conn: HttpConnection) -> Response | None:
         """The response to ``req``, or None when it is answered later (a watch, a write awaiting webhooks)."""
         path = req.path.rstrip("/") or "/"
+        # Which methods each path takes follows kube-apiserver's handlers: the health checks and
+        # the aggregator's /apis answer whatever the method (their handlers never look at it), the
+        # go-restful routes (/version, /api, issuer discovery) are GET-only.
         if path in ("/healthz", "/livez", "/readyz") or path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            endpoint, _, check = path[1:].partition("/")
+            if check and check not in HEALTH_CHECKS[endpoint]:
+                raise errors.not_found_path()
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if path == "/version":
+            _read_only(req.method)
             return Response.json(200, discovery.KUBE_VERSION)
         if path == "/api":
+            _read_only(req.method)
             return Response.json(200, discovery.api_versions(self.options.server_address))
         if path == "/apis":
             return Response.json(200, discovery.api_group_list(self.registry))
+        if path == issuer_discovery.CONFIGURATION_PATH:
+            _read_only(req.method)
+            return issuer_discovery.configuration(self.service_account_tokens, self.options.server_address)
+        if path == issuer_discovery.JWKS_PATH:
+            _read_only(req.method)
+            return issuer_discovery.key_set(self.service_account_tokens)
         if path == "/openapi/v3":
             return Response.json(200, discovery.openapi_v3_index(self.registry))
         if path.startswith("/openapi/v3/"):
@@ -203,7 +230,7 @@ class ApiServer:
             # side): a valid, empty swagger document makes it fall through to the REST mapping,
             # which then reports the kind as unknown just as with a real server.
             return Response(200, b"", "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
-        route = parse_route(path, self.registry)
+        route = parse_route(path, self.registry, req.method)
         if isinstance(route, Response):
             return route
         return self._serve(req, conn, route)
@@ -217,6 +244,8 @@ class ApiServer:
         method = req.method
         if rt.group == access_reviews.GROUP:
             return access_reviews.serve(self.authorizer, req, rt, route, self._user)
+        if rt.group == token_reviews.GROUP and rt.plural == "tokenreviews":
+            return token_reviews.serve(self.authenticator, req, rt, route)
         if rt.group == "authentication.k8s.io" and rt.plural == "selfsubjectreviews":
             if method != "POST" or route.name is not None:
                 raise errors.method_not_allowed(method, rt.plural)

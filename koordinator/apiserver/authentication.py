@@ -10,16 +10,20 @@ ServiceAccount tokens are RS256 JWTs, issued by the TokenRequest subresource
 directory (``DATA_DIR/service-account.key``, mode 0600). A token is accepted when
 
 * its signature verifies with that key (a token signed by any other key is refused),
-* ``exp`` is in the future and ``nbf`` not (``nbf`` with 60 s of leeway for skewed clocks),
+* ``exp`` is in the future and ``nbf`` not (both with 60 s of leeway for skewed clocks, as
+  kube's JWT validation allows),
 * ``iss`` is the server's issuer (``--service-account-issuer``),
 * ``aud`` names one of the server's audiences (just the issuer) or is absent/empty (as a
-  kube-apiserver whose ``--api-audiences`` defaults to the issuer accepts),
+  kube-apiserver whose ``--api-audiences`` defaults to the issuer accepts); a TokenReview may
+  ask for other audiences instead (``ServiceAccountTokens.verify``),
 * the ServiceAccount still exists with the uid the token names (a token of a deleted
   ServiceAccount, or of an older one of the same name, stops working), and so does the object
   the token was bound to (``spec.boundObjectRef``: a Pod or Secret).
 
 The user is ``system:serviceaccount:NS:NAME`` (uid: the ServiceAccount's uid), in the groups
-``system:serviceaccounts``, ``system:serviceaccounts:NS`` and ``system:authenticated``.
+``system:serviceaccounts``, ``system:serviceaccounts:NS`` and ``system:authenticated``. A refused
+token's reason is kube's wording (``service account token has expired``, ...), which TokenReview
+answers in ``status.error``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cryptography.exceptions import InvalidSignature
@@ -50,6 +55,27 @@ ANONYMOUS: User = {"username": "system:anonymous", "groups": ["system:unauthenti
 NBF_LEEWAY_S = 60
 # Kinds a TokenRequest may bind its token to (storage key, as kube-apiserver allows; Node omitted).
 BOUND_KINDS = {"Pod": "pods", "Secret": "secrets"}
+
+
+# go-jose's error for a signature that does not verify with the key the token names.
+CRYPTO_ERROR = "go-jose/go-jose: error in cryptographic primitive"
+# kube's bearer-token authenticator's error when no authenticator recognised a token.
+INVALID_TOKEN = "invalid bearer token"
+
+
+@dataclass
+class TokenResult:
+    """What an authenticator made of a token: the user (None: refused), the audiences it is valid
+    for, and why it was refused ("" when no authenticator had anything to say)."""
+
+    user: User | None
+    audiences: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def _go_quote(values: list[str]) -> str:
+    """A list of strings as Go's ``%q`` prints a []string: ``["a" "b"]``."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 def _b64(data: bytes) -> str:
@@ -142,69 +168,109 @@ class ServiceAccountTokens:
         key = self.key
         return sign_jwt(key, claims, self._kid), exp
 
-    def _signed_claims(self, token: str) -> Obj | None:
+    @property
+    def kid(self) -> str:
+        """The key id tokens carry in their header: a digest of the public key, as kube derives it."""
+        _ = self.key
+        return self._kid
+
+    def _has_key(self) -> bool:
+        # No key yet means no token was ever issued: checking one must not create the key.
+        return self._key is not None or (self.data_dir is not None
+                                          and os.path.exists(os.path.join(self.data_dir, KEY_FILE)))
+
+    def _signed_claims(self, token: str) -> tuple[Obj | None, str]:
+        """The claims of a token of this issuer whose signature verifies, or None and kube's error.
+
+        The error is "" for a token that is not one of this issuer's at all (not a JWT, another
+        issuer): kube's ServiceAccount authenticator passes on those without an opinion.
+        """
         cached = self._verified.get(token)
-        if cached is not None:
+        if cached is not None and cached.get("iss") == self.issuer:
             self._verified.move_to_end(token)
-            return cached
+            return cached, ""
         parts = token.split(".")
         if len(parts) != 3:
-            return None
-        if self._key is None and (self.data_dir is None or not os.path.exists(os.path.join(self.data_dir, KEY_FILE))):
-            # No key yet, so no token was ever issued: a refused request must not create one.
-            return None
+            return None, ""
         try:
+            # Only the issuer of the unverified payload decides whether the token is ours to check.
+            unverified = json.loads(_unb64(parts[1]))
             header = json.loads(_unb64(parts[0]))
-            if not isinstance(header, dict) or header.get("alg") != "RS256":
-                return None
+        except ValueError:
+            return None, ""
+        if not isinstance(unverified, dict) or unverified.get("iss") != self.issuer or not isinstance(header, dict):
+            return None, ""
+        kid = header.get("kid") or ""
+        if not self._has_key():
+            return None, "invalid signature, no keys found" if kid else CRYPTO_ERROR
+        if kid and kid != self.kid:
+            return None, "invalid signature, no keys found"
+        try:
+            if header.get("alg") != "RS256":
+                return None, CRYPTO_ERROR
             self.key.public_key().verify(_unb64(parts[2]), f"{parts[0]}.{parts[1]}".encode(),
                                          padding.PKCS1v15(), hashes.SHA256())
-            claims = json.loads(_unb64(parts[1]))
         except (ValueError, InvalidSignature):
-            return None
-        if not isinstance(claims, dict):
-            return None
-        self._verified[token] = claims
+            return None, CRYPTO_ERROR
+        self._verified[token] = unverified
         if len(self._verified) > 4096:
             self._verified.popitem(last=False)
-        return claims
+        return unverified, ""
 
     def _object_uid(self, storage: str, namespace: str, name: Any) -> str | None:
         entry = self.store.get(storage, object_key(namespace, name)) if isinstance(name, str) and name else None
         return (entry.obj().get("metadata") or {}).get("uid") if entry is not None else None
 
-    def authenticate(self, token: str) -> User | None:
-        """The ServiceAccount user ``token`` proves, or None when it is not a valid, live token."""
-        claims = self._signed_claims(token)
+    def verify(self, token: str, audiences: list[str] | None = None) -> TokenResult:
+        """Check ``token`` for ``audiences`` (None: the server's own), as kube's ServiceAccount authenticator.
+
+        The result's audiences are those the token and the requested ones share; its error is
+        kube's wording of why a token of this issuer was refused ("" when it is not one).
+        """
+        claims, error = self._signed_claims(token)
         if claims is None:
-            return None
-        now = self.clock()
-        exp, nbf = claims.get("exp"), claims.get("nbf", claims.get("iat", 0))
-        if not isinstance(exp, (int, float)) or now >= exp:
-            return None
-        if not isinstance(nbf, (int, float)) or now + NBF_LEEWAY_S < nbf:
-            return None
-        if claims.get("iss") != self.issuer:
-            return None
+            return TokenResult(None, [], error)
         aud = claims.get("aud")
-        aud = [aud] if isinstance(aud, str) else aud
-        if aud and not (isinstance(aud, list) and set(aud) & set(self.audiences)):
-            return None
+        token_auds = [aud] if isinstance(aud, str) else [a for a in aud or [] if isinstance(a, str)]
+        if not token_auds:
+            # A token without audiences (a legacy one) is valid for the server's own audiences only.
+            token_auds = list(self.audiences)
+        wanted = list(self.audiences) if audiences is None else list(audiences)
+        shared = [a for a in token_auds if a in wanted]
+        if not shared:
+            return TokenResult(None, [], f"token audiences {_go_quote(token_auds)} is invalid for the target "
+                                         f"audiences {_go_quote(wanted)}")
+        now = self.clock()
+        exp, nbf, iat = claims.get("exp"), claims.get("nbf"), claims.get("iat")
+        # As jwt.Claims.Validate: a minute of leeway both ways (and an expiry is required here).
+        if isinstance(nbf, (int, float)) and now + NBF_LEEWAY_S < nbf:
+            return TokenResult(None, [], "service account token is not valid yet")
+        if not isinstance(exp, (int, float)) or now - NBF_LEEWAY_S > exp:
+            return TokenResult(None, [], "service account token has expired")
+        if isinstance(iat, (int, float)) and now + NBF_LEEWAY_S < iat:
+            return TokenResult(None, [], "service account token is issued in the future")
         private = claims.get("kubernetes.io")
-        if not isinstance(private, dict):
-            return None
-        namespace, sa = private.get("namespace"), private.get("serviceaccount")
-        if not isinstance(namespace, str) or not isinstance(sa, dict) or not sa.get("uid"):
-            return None
-        if claims.get("sub") != f"{USER_PREFIX}{namespace}:{sa.get('name')}":
-            return None
-        if self._object_uid("serviceaccounts", namespace, sa.get("name")) != sa["uid"]:
-            return None
+        namespace = private.get("namespace") if isinstance(private, dict) else None
+        sa = private.get("serviceaccount") if isinstance(private, dict) else None
+        if not isinstance(namespace, str) or not isinstance(sa, dict) or not sa.get("uid") or \
+                claims.get("sub") != f"{USER_PREFIX}{namespace}:{sa.get('name')}":
+            return TokenResult(None, [], "service account token claims could not be validated due to unexpected "
+                                         "private claim")
+        current = self._object_uid("serviceaccounts", namespace, sa.get("name"))
+        if current is None:
+            return TokenResult(None, [], f'serviceaccounts "{sa.get("name")}" not found')
+        if current != sa["uid"]:
+            return TokenResult(None, [], f"service account UID ({current}) does not match claim ({sa['uid']})")
         for kind, storage in BOUND_KINDS.items():
             ref = private.get(kind.lower())
-            if ref is not None and (not isinstance(ref, dict) or
-                                    self._object_uid(storage, namespace, ref.get("name")) != ref.get("uid")):
-                return None
+            if ref is None:
+                continue
+            bound = self._object_uid(storage, namespace, ref.get("name")) if isinstance(ref, dict) else None
+            if bound is None:
+                return TokenResult(None, [], "service account token has been invalidated")
+            if bound != ref.get("uid"):
+                return TokenResult(None, [], f"{kind.lower()} UID ({bound}) does not match service account "
+                                             f"{kind.lower()} ref claim ({ref.get('uid')})")
         extra: dict[str, list[str]] = {}
         if isinstance(claims.get("jti"), str):
             extra["authentication.kubernetes.io/credential-id"] = [f"JTI={claims['jti']}"]
@@ -217,7 +283,19 @@ class ServiceAccountTokens:
                                  "system:authenticated"]}
         if extra:
             user["extra"] = extra
-        return user
+        return TokenResult(user, shared, "")
+
+    def authenticate(self, token: str) -> User | None:
+        """The ServiceAccount user ``token`` proves, or None when it is not a valid, live token."""
+        return self.verify(token).user
+
+    def jwks(self) -> Obj:
+        """The JSON Web Key Set of the signing key (what ``/openid/v1/jwks`` serves)."""
+        numbers = self.key.public_key().public_numbers()
+        size = (numbers.n.bit_length() + 7) // 8
+        return {"keys": [{"use": "sig", "kty": "RSA", "kid": self.kid, "alg": "RS256",
+                          "n": _b64(numbers.n.to_bytes(size, "big")),
+                          "e": _b64(numbers.e.to_bytes((numbers.e.bit_length() + 7) // 8, "big"))}]}
 
 
 class StaticTokens:
@@ -252,3 +330,24 @@ class Authenticator:
         if user is None and self.service_accounts is not None and token.count(".") == 2:
             user = self.service_accounts.authenticate(token)
         return user
+
+    def review(self, token: str, audiences: list[str]) -> TokenResult:
+        """What the chain makes of ``token`` for ``audiences`` (a TokenReview's spec.audiences).
+
+        As kube-apiserver: static tokens are audience-agnostic, valid for the server's own
+        audiences only (``audiences`` empty means those); a refusal with a reason reads
+        ``[invalid bearer token, <reason>]``, one without ``invalid bearer token``.
+        """
+        own = self.service_accounts.audiences if self.service_accounts is not None else []
+        wanted = list(audiences) or list(own)
+        user = self.static.authenticate(token) if token else None
+        if user is not None:
+            shared = [a for a in own if a in wanted]
+            if shared or not own:
+                return TokenResult(user, shared)
+        result = TokenResult(None)
+        if self.service_accounts is not None and token.count(".") == 2:
+            result = self.service_accounts.verify(token, wanted)
+        if result.user is None:
+            result.error = f"[{INVALID_TOKEN}, {result.error}]" if result.error else INVALID_TOKEN
+        return result

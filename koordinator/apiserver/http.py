@@ -34,18 +34,27 @@ REASONS = {
 class Request:
     """One parsed HTTP request."""
 
-    __slots__ = ("method", "path", "query", "headers", "body")
+    __slots__ = ("method", "path", "query", "headers", "body", "repeated")
 
-    def __init__(self, method: str, target: str, headers: dict[str, str], body: bytes) -> None:
+    def __init__(self, method: str, target: str, headers: dict[str, str], body: bytes,
+                 repeated: dict[str, list[str]] | None = None) -> None:
         self.method = method
         parts = urlsplit(target)
         self.path = unquote(parts.path)
         self.query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self.headers = headers
         self.body = body
+        # Every value of a header sent more than once (``headers`` keeps the last one).
+        self.repeated = repeated or {}
 
     def header(self, name: str, default: str = "") -> str:
         return self.headers.get(name, default)
+
+    def header_values(self, name: str) -> list[str]:
+        """All values of header ``name`` (lower case), in the order sent; [] when absent."""
+        if name in self.repeated:
+            return list(self.repeated[name])
+        return [self.headers[name]] if name in self.headers else []
 
 
 class Response:
@@ -122,11 +131,16 @@ class HttpConnection(asyncio.Protocol):
                 if not version.startswith("HTTP/1."):
                     raise ValueError(version)
                 headers: dict[str, str] = {}
+                repeated: dict[str, list[str]] = {}
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
                     if not _:
                         raise ValueError(line)
-                    headers[name.strip().lower()] = value.strip()
+                    name, value = name.strip().lower(), value.strip()
+                    if name in headers:
+                        # Impersonate-Group may come several times, each value meaning one group.
+                        repeated.setdefault(name, [headers[name]]).append(value)
+                    headers[name] = value
             except ValueError:
                 self._fail(400, errors.bad_request("malformed HTTP request"))
                 return
@@ -157,7 +171,7 @@ class HttpConnection(asyncio.Protocol):
             self._keep_alive = conn != "close" and (version == "HTTP/1.1" or conn == "keep-alive")
             self._busy = True
             try:
-                request = Request(method, target, headers, body)
+                request = Request(method, target, headers, body, repeated)
             except ValueError:
                 self._busy = False
                 self._fail(400, errors.bad_request("malformed request target"))

@@ -1,8 +1,9 @@
 """The default RBAC policy an RBAC-authorizing server creates at start (kube's RBAC bootstrap).
 
 Only what kubectl and our components' roles rely on: cluster-admin for ``system:masters``,
-discovery and the public info endpoints, self access reviews, and the aggregating user-facing
-roles admin / edit / view with the rules of kube's ``system:aggregate-to-*`` roles (trimmed to
+discovery and the public info endpoints, self access reviews, ``system:auth-delegator``
+(TokenReviews and SubjectAccessReviews, bound to nobody), ServiceAccount issuer discovery for
+every ServiceAccount, and the aggregating user-facing roles admin / edit / view with the rules of kube's ``system:aggregate-to-*`` roles (trimmed to
 the kinds this server serves). Existing objects are left alone, as kube leaves roles an admin
 changed.
 """
@@ -85,6 +86,8 @@ _ADMIN_RULES = [
 _DISCOVERY_URLS = ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz",
                    "/version", "/version/"]
 _PUBLIC_URLS = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
+_ISSUER_DISCOVERY_URLS = ["/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+                          "/openid/v1/jwks", "/openid/v1/jwks/"]
 
 
 def cluster_roles() -> list[Obj]:
@@ -104,6 +107,14 @@ def cluster_roles() -> list[Obj]:
             _rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], ["create"]),
             _rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"]),
         ]),
+        # For proxies and extension servers that delegate authentication and authorization here
+        # (kube binds it to nobody by default).
+        _role("system:auth-delegator", [
+            _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+            _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+        ]),
+        _role("system:service-account-issuer-discovery",
+              [{"nonResourceURLs": _ISSUER_DISCOVERY_URLS, "verbs": ["get"]}]),
     ]
 
 
@@ -115,6 +126,8 @@ def cluster_role_bindings() -> list[Obj]:
         _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
         _binding("system:public-info-viewer", "system:public-info-viewer",
                  ["system:authenticated", "system:unauthenticated"]),
+        _binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery",
+                 ["system:serviceaccounts"]),
     ]
 
 

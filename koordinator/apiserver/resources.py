@@ -281,6 +281,8 @@ def builtin_types() -> list[ResourceType]:
         _r("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
         # Never stored: a POST answers with the caller's own user (kubectl auth whoami).
         _r("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, verbs=["create"]),
+        # Never stored: a POST answers whether a token authenticates, and as whom (token_reviews.py).
+        _r("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=["create"]),
         _r("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
         _r("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
         _r("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),

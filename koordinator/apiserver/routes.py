@@ -21,8 +21,19 @@ class Route:
     sub: str | None
 
 
-def parse_route(path: str, registry: Registry) -> Route | Response:
-    """The route of a resource path, or the discovery document a group or group/version path asks for."""
+def method_not_allowed() -> errors.StatusError:
+    """kube-apiserver's 405 for a non-GET request to a path only GET routes serve (/version, /api, ...)."""
+    return errors.StatusError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                              "resource", {})
+
+
+def parse_route(path: str, registry: Registry, method: str = "GET") -> Route | Response:
+    """The route of a resource path, or the discovery document a group or group/version path asks for.
+
+    ``method`` matters for discovery documents only: kube-aggregator serves ``/apis/GROUP`` to any
+    method (its handler never looks), and so does apiextensions a CRD group/version's list, but a
+    built-in group/version's list is a GET-only go-restful route: other methods get a 405.
+    """
     parts = [p for p in path.split("/") if p]
     if not parts or parts[0] not in ("api", "apis"):
         raise errors.not_found_path()
@@ -41,6 +52,9 @@ def parse_route(path: str, registry: Registry) -> Route | Response:
         doc = discovery.api_resource_list(registry, group, version)
         if doc is None:
             raise errors.not_found_path()
+        if method not in ("GET", "HEAD") and any(
+                rt.builtin for rt in registry.all() if rt.group == group and rt.version == version):
+            raise method_not_allowed()
         return Response.json(200, doc)
     namespace = None
     if rest[0] == "namespaces" and len(rest) >= 3:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from koordinator.apiserver import authorization, errors, rbac_bootstrap
+from koordinator.apiserver import authorization, errors, impersonation, rbac_bootstrap
 from koordinator.apiserver.app import ANONYMOUS, ApiServer
 from koordinator.apiserver.authentication import DEFAULT_ISSUER, Authenticator, StaticTokens
 from koordinator.apiserver.http import HttpConnection, HttpServer, Request, Response
@@ -219,6 +219,8 @@ class EmbeddedApiServer:
         # Static tokens, then ServiceAccount tokens; used only with a token file (else the server is open).
         self.authenticator = Authenticator(StaticTokens(self.tokens or set(), self.token_users),
                                            self.api.service_account_tokens)
+        # TokenReviews check tokens with the chain requests are authenticated by.
+        self.api.authenticator = self.authenticator
         mode = config.authorization_mode or ("RBAC" if config.token_file else "AlwaysAllow")
         self.authorizer = authorization.new_authorizer(mode, self.store)
         self.api.authorizer = self.authorizer
@@ -268,7 +270,7 @@ class EmbeddedApiServer:
 
     def _handle(self, req: Request, conn: HttpConnection) -> None:
         user = None
-        if self.tokens is not None and not req.path.startswith(PUBLIC_PATHS):
+        if self.tokens is not None and not self._public_read(req):
             user = self.authenticator.authenticate(req.header("authorization"))
             if user is None:
                 conn.respond(Response.error(errors.unauthorized()))
@@ -282,11 +284,11 @@ class EmbeddedApiServer:
                     user: dict[str, Any] | None) -> tuple[bool, dict[str, Any] | None]:
         """Whether the authorizer lets ``user`` make ``req``, and the user it acts as (Impersonate-User);
         a refusal is answered here (403)."""
-        if user is None and req.path.startswith(PUBLIC_PATHS):
+        if user is None and self._public_read(req):
             return True, None  # reachable without credentials, as before authorization existed
         try:
-            if "impersonate-user" in req.headers or "impersonate-group" in req.headers:
-                user = authorization.impersonate(self.authorizer, req.headers, user or ANONYMOUS)
+            if impersonation.requested(req.headers):
+                user = impersonation.impersonate(self.authorizer, req, user or ANONYMOUS)
         except errors.StatusError as err:
             conn.respond(Response.error(err))
             return False, None
@@ -299,6 +301,11 @@ class EmbeddedApiServer:
         if not decision.allowed:
             conn.respond(Response.error(authorization.forbidden(attrs, decision.reason)))
         return decision.allowed, user
+
+    @staticmethod
+    def _public_read(req: Request) -> bool:
+        """A read of the health and version endpoints, which needs no credentials (a write does)."""
+        return req.method in ("GET", "HEAD") and req.path.startswith(PUBLIC_PATHS)
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         if not self.config.tls:
