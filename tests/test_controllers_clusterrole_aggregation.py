@@ -2,8 +2,8 @@
 
 The server runs with a token file, so under RBAC with kube's bootstrap policy (admin / edit / view
 aggregate the ``system:aggregate-to-*`` roles and each other). The controller runs on its own
-Runtime as a user bound only to what its module docstring says it needs (list/watch/update on
-clusterroles), so these tests also prove that this is enough.
+Runtime as a user bound only to what its module docstring says it needs (list/watch/update/escalate
+on clusterroles), so these tests also prove that this is enough.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ RBAC = "rbac.authorization.k8s.io"
 AGG = f"{RBAC}/aggregate-to-"
 CONTROLLER_USER = "clusterrole-aggregation-controller"
 # Exactly the rights the controller's ClusterRole must grant it.
-CONTROLLER_RULES = [{"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["list", "watch", "update"]}]
+CONTROLLER_RULES = [{"apiGroups": [RBAC], "resources": ["clusterroles"], "verbs": ["list", "watch", "update", "escalate"]}]
 
 
 def _role(name: str, rules: list[Obj] | None = None, labels: dict[str, str] | None = None,

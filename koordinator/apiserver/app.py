@@ -16,7 +16,7 @@ import os
 from typing import Any, Callable
 
 from koordinator.apiserver import (access_reviews, admission, authorization, deletion, discovery, errors,
-                                   issuer_discovery, token_requests, token_reviews, webhooks)
+                                   issuer_discovery, rbac_escalation, token_requests, token_reviews, webhooks)
 from koordinator.apiserver.authentication import Authenticator, ServiceAccountTokens, StaticTokens
 from koordinator.apiserver.crds import CrdManager
 from koordinator.apiserver.creates import Creator
@@ -27,6 +27,7 @@ from koordinator.apiserver.namespaces import NamespaceLifecycle
 from koordinator.apiserver.options import Options
 from koordinator.apiserver.pods import PodSubresources
 from koordinator.apiserver.processing import ObjectProcessor
+from koordinator.apiserver.rbac_escalation import EscalationCheck
 from koordinator.apiserver.reads import Reader
 from koordinator.apiserver.resources import Registry, ResourceType
 from koordinator.apiserver.routes import Route, method_not_allowed, openapi_document, parse_route, resource_of
@@ -75,6 +76,8 @@ class ApiServer:
         self.authenticator = Authenticator(StaticTokens(set(), {}), self.service_account_tokens)
         # Who sent the request being dispatched (AdmissionReview userInfo).
         self._user: dict[str, Any] = ANONYMOUS
+        # RBAC's escalation prevention (the embedding server installs it with the RBAC authorizer).
+        self.escalation: EscalationCheck | None = None
         self.presenter = Presenter(self.registry)
         self.crds = CrdManager(store, self.registry)
         self.pods = PodSubresources(self)
@@ -165,6 +168,14 @@ class ApiServer:
                      query: dict[str, str], admit: bool = False) -> Steps:
         """Steps of replacing ``entry`` by ``obj`` (see ``updates.Updater``)."""
         return self.updater.update_steps(rt, entry, old, obj, sub, query, admit)
+
+    def check_escalation(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """Forbidden when the client writing a role or binding would grant more than it holds.
+
+        Called by the write steps before their first admission step, that is while the request is
+        being dispatched, so ``_user`` is its sender."""
+        if self.escalation is not None and rt.group == rbac_escalation.RBAC_GROUP:
+            self.escalation.check(rt.kind, obj, old, self._user)
 
     def create_object(self, rt: ResourceType, namespace: str | None, obj: Any,
                       query: dict[str, str] | None = None) -> WriteResult:

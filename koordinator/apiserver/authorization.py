@@ -333,6 +333,10 @@ class RbacAuthorizer:
         self._rules_cache[cache_key] = (rules, problems)
         return rules, problems
 
+    def role_ref_rules(self, ref: Obj, namespace: str) -> list[Obj] | None:
+        """The rules a binding's roleRef names (aggregation applied), None when the role does not exist."""
+        return self._current().role_rules(ref, namespace)[0]
+
     def authorize(self, attrs: Attributes) -> Decision:
         """Allowed when ``system:masters`` or a bound rule grants the request."""
         if MASTERS in attrs.groups:

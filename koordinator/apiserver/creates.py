@@ -72,6 +72,8 @@ class Creator:
             md["name"] = generate_name(md["generateName"])
         name = md.get("name") or ""
         admission.check_namespace(store, rt, namespace, name)
+        if admit:
+            self.writer.check_escalation(rt, obj, None)
         dropped_unknown = self.processor.unknown_fields_of(rt, _dropped_on_create(rt, obj))
         reset_status_on_create(rt, obj)
         stamp = {"uid": new_uid(), "creationTimestamp": now_rfc3339()}

@@ -22,6 +22,7 @@ from koordinator.apiserver import authorization, errors, impersonation, rbac_boo
 from koordinator.apiserver.app import ANONYMOUS, ApiServer
 from koordinator.apiserver.authentication import DEFAULT_ISSUER, Authenticator, StaticTokens
 from koordinator.apiserver.http import HttpConnection, HttpServer, Request, Response
+from koordinator.apiserver.rbac_escalation import EscalationCheck
 from koordinator.apiserver.objects import load_yaml_documents
 from koordinator.apiserver.options import Options
 from koordinator.apiserver.store import Store
@@ -225,6 +226,9 @@ class EmbeddedApiServer:
         self.authorizer = authorization.new_authorizer(mode, self.store)
         self.api.authorizer = self.authorizer
         if mode == "RBAC":
+            authorizer = self.authorizer
+            self.api.escalation = EscalationCheck(authorizer.rules_for, lambda a: authorizer.authorize(a).allowed,
+                                                  authorizer.role_ref_rules)
             rbac_bootstrap.ensure_policy(self.api)
         self.http = HttpServer(self._handle, max_body=config.max_body)
         self.port = 0

@@ -70,6 +70,9 @@ class Updater:
         old_md = old["metadata"]
         name = old_md["name"]
         warnings: list[str] = []
+        if admit:
+            # Before admission, on the object as the client made it (kube's RBAC storage does the same).
+            self.writer.check_escalation(rt, obj, old)
         call = self.webhooks.admission_call(admit, True, "UPDATE", rt, sub, name, old_md.get("namespace"), obj, old,
                                             query)
         if call is not None:

@@ -52,6 +52,9 @@ class ObjectWriter(Protocol):
                      admit: bool = False) -> Steps:
         """Steps of creating ``obj`` in ``namespace``."""
 
+    def check_escalation(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """Forbidden when the client writing a role or binding would grant more than it holds."""
+
     def update_steps(self, rt: ResourceType, entry: Entry, old: Obj, obj: Obj, sub: str | None,
                      query: dict[str, str], admit: bool = False) -> Steps:
         """Steps of replacing ``entry`` (served as ``old``) by ``obj``; ``sub`` is the subresource written."""

@@ -17,9 +17,9 @@ retrying cannot fix it, editing the role queues it again.
 
 The API server's RBAC authorizer computes aggregation itself at check time, so this controller
 changes what ``kubectl get clusterrole admin -o yaml`` shows, not what anyone may do.
-It needs ``list``, ``watch`` and ``update`` on ``clusterroles.rbac.authorization.k8s.io``: it reads
-only its cache. kube's role for it also grants ``get``, ``patch`` (its apply) and ``escalate``
-(kube-apiserver refuses to write rules the writer does not hold itself; this server has no such check).
+It needs ``list``, ``watch``, ``update`` and ``escalate`` on ``clusterroles.rbac.authorization.k8s.io``
+(the API server refuses a role with rules its writer does not hold, unless it may escalate); it reads
+only its cache. kube's role for it also grants ``get`` and ``patch`` (its apply).
 """
 
 from __future__ import annotations
