@@ -174,11 +174,13 @@ def test_deployment_and_job_gangs(cluster):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     pods = cluster.client.list("Pod", "gangs", label_selector="app=trainer")["items"]
     assert len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
-    # A member's bind-gang-group annotation names its gang. Not every member is asserted to carry one: on a busy
-    # machine some bind without it (a known race in Coscheduling's PreBind, open; the annotations of a gang bound
-    # together are pinned by tests/test_scheduler_coscheduling.py).
-    groups = [p["metadata"]["annotations"].get("internal.scheduling.koordinator.sh/bind-gang-group-id") for p in pods]
-    assert set(groups) <= {"gangs/trainer", None}, groups
+    # The gang was allowed together: PreBind wrote the gang group on every member, with the group's size.
+    groups = [(p["metadata"].get("annotations") or {}).get("internal.scheduling.koordinator.sh/bind-gang-group-id")
+              for p in pods]
+    assert groups == ["gangs/trainer"] * 3, groups
+    counts = [(p["metadata"].get("annotations") or {}).get("internal.scheduling.koordinator.sh/bind-gang-member-count")
+              for p in pods]
+    assert counts == ["3"] * 3, counts
     cluster.apply(JOB)
     proc = cluster.kubectl("wait", "--for=condition=complete", "job/allreduce", "-n", "gangs", "--timeout=60s")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+import threading
+
 from koordinator.runtime.client import Client
+from koordinator_roles.scheduler.framework.interfaces import PreBindPlugin, ReservePlugin
+from koordinator_roles.scheduler.framework.registry import Registry
 from koordinator_roles.scheduler.framework.runtime import WaitingPod
-from koordinator_roles.scheduler.framework.status import WAIT
+from koordinator_roles.scheduler.framework.status import WAIT, Status
+from koordinator_roles.scheduler.plugins import in_tree_registry
 from koordinator_roles.scheduler.framework.types import PodInfo
 from koordinator_roles.scheduler.plugins.coscheduling.args import parse_args
 from koordinator_roles.scheduler.plugins.coscheduling.controller import next_status
@@ -34,6 +39,8 @@ profiles:
 """
 
 GANG = "gang.scheduling.koordinator.sh/"
+BIND_GROUP = "internal.scheduling.koordinator.sh/bind-gang-group-id"
+BIND_COUNT = "internal.scheduling.koordinator.sh/bind-gang-member-count"
 
 
 @pytest.fixture
@@ -198,6 +205,59 @@ def test_bad_min_available_leaves_the_gang_uninitialised(fresh_crd_server, sched
         wait_until(lambda: bound_to(scheduler_api, "plain"), message="plain pod bound")
 
 
+
+class FailOneBinding(ReservePlugin, PreBindPlugin):
+    """Fails the first binding of pod ``g-0`` and holds its siblings' PreBind until that failure was undone.
+
+    Listed before Coscheduling: its PreBind runs before Coscheduling's, its Unreserve after Coscheduling's
+    (Unreserve runs in reverse), so the siblings write their annotations only after g-0's Unreserve rejected
+    the gang group.
+    """
+
+    name = "FailOneBinding"
+
+    def __init__(self) -> None:
+        self.undone = threading.Event()
+        self.failed = False
+
+    def reserve(self, state, pod, node_name):
+        return None
+
+    def unreserve(self, state, pod, node_name):
+        if pod.name == "g-0":
+            self.undone.set()
+
+    def pre_bind(self, state, pod, node_name, modified):
+        if pod.name == "g-0" and not self.failed:
+            self.failed = True
+            return Status.error("injected binding failure")
+        if pod.name != "g-0" and not self.undone.wait(30):
+            return Status.error("g-0's binding failure was never undone")
+        return None
+
+
+def test_a_members_failed_binding_leaves_its_siblings_annotated(fresh_crd_server, scheduler_api, tmp_path):
+    gate = FailOneBinding()
+    registry = in_tree_registry().merge(Registry({FailOneBinding.name: lambda args, handle: gate}))
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("reserve: {enabled: [{name: Coscheduling}]}",
+                                     "reserve: {enabled: [{name: FailOneBinding}, {name: Coscheduling}]}")
+                      .replace("preBind: {enabled: [{name: Coscheduling}]}",
+                               "preBind: {enabled: [{name: FailOneBinding}, {name: Coscheduling}]}"))
+    scheduler_api.create(node("n1", cpu="4"))
+    names = ["g-0", "g-1", "g-2"]
+    with InProcessScheduler(fresh_crd_server.kubeconfig, "--config", str(config), registry=registry):
+        for name in names:
+            scheduler_api.create(gang_pod(name, "g", "3"))
+        # g-0 is retried after its failure and bound with the gang already placed.
+        wait_until(lambda: all(bound_to(scheduler_api, n) for n in names), timeout=30, message="all bound")
+        assert gate.failed
+        for n in names:
+            annotations = scheduler_api.get("Pod", n, NS)["metadata"].get("annotations") or {}
+            assert annotations.get(BIND_GROUP) == "sched/g", (n, annotations)
+            assert annotations.get(BIND_COUNT) == "3", (n, annotations)
+
+
 # -- without the server ------------------------------------------------------------------------------------
 
 def _pod(pod_name: str, uid: str, **annotations: str) -> dict:
@@ -312,3 +372,63 @@ def test_pod_group_phases():
     failed = {**owned, "status": {"phase": "Failed"}}
     assert next_status(pg, [failed, running], 2)["phase"] == "Failed"
     assert next_status(pg, [], 0)["phase"] == "Pending"
+
+
+def _allowed_trio(handle: _Handle, plugin: Coscheduling) -> list[PodInfo]:
+    """Three members of gang "b" (min 3): two wait at Permit, the third's Permit allows the group."""
+    pods = [_pod(f"b-{i}", f"u{i}", name="b", min_available="3") for i in range(3)]
+    for p in pods:
+        plugin.on_pod_add(p)
+    infos = [PodInfo(p).with_node("n1") for p in pods]
+    assert plugin.before_pre_filter(None, infos[0]) == (None, None)  # opens the group's round
+    for info in infos[:2]:
+        status, timeout = plugin.permit(None, info, "n1")
+        assert status.code == WAIT
+        handle.framework.waiting_pods[info.uid] = WaitingPod(info, {"Coscheduling": timeout})
+    assert plugin.permit(None, infos[2], "n1") == (None, 0.0)
+    assert all(handle.framework.waiting_pods[i.uid].wait() is None for i in infos[:2])
+    return infos
+
+
+def _bind_annotations(plugin: Coscheduling, info: PodInfo) -> dict:
+    modified = {"metadata": {"annotations": {}}}
+    assert plugin.pre_bind(None, info, "n1", modified) is None
+    return modified["metadata"]["annotations"]
+
+
+def test_members_allowed_together_keep_their_annotation_whatever_the_group_does_meanwhile():
+    # Allowed members bind asynchronously: before their PreBind runs, the scheduling thread may start a new
+    # round of the group (a scale-up member), fail that member (PostFilter rejects the group) and a sibling's
+    # binding may fail (Unreserve rejects the group). None of it undoes what was allowed together.
+    handle = _Handle()
+    plugin = Coscheduling(parse_args({}), handle)
+    infos = _allowed_trio(handle, plugin)
+    handle.framework.waiting_pods.clear()  # the framework drops allowed pods from its waiting map
+    late = PodInfo(_pod("b-3", "u3", name="b", min_available="3"))
+    plugin.on_pod_add(late.pod)
+    assert plugin.before_pre_filter(None, late) == (None, None)  # a new round of the same group
+    plugin.after_post_filter(None, late, None, None)  # the late member fits nowhere: the Strict group is rejected
+    plugin.unreserve(None, infos[2], "n1")  # b-2's binding failed
+    for info in infos[:2]:
+        annotations = _bind_annotations(plugin, info)
+        assert (annotations[BIND_GROUP], annotations[BIND_COUNT]) == ("sched/b", "3"), info.key
+        assert annotations["scheduling.koordinator.sh/bind-gang-group-id"] == "sched/b"
+        plugin.post_bind(None, info, "n1")
+    # b-2 is retried alone once the gang is satisfied: it still belongs to the group allowed together.
+    assert plugin.permit(None, infos[2], "n1") == (None, 0.0)
+    assert _bind_annotations(plugin, infos[2])[BIND_COUNT] == "3"
+    # The late member was never allowed with the others: it binds as a plain pod, without the annotations.
+    assert plugin.permit(None, late.with_node("n1"), "n1") == (None, 0.0)
+    stale = {"metadata": {"annotations": {BIND_GROUP: "x", BIND_COUNT: "9"}}}
+    plugin.pre_bind(None, late, "n1", stale)
+    assert stale["metadata"]["annotations"] == {}
+
+
+def test_a_member_allowed_alone_gets_no_gang_annotation():
+    handle = _Handle()
+    plugin = Coscheduling(parse_args({}), handle)
+    solo = _pod("s-0", "s0", name="s", min_available="1")
+    plugin.on_pod_add(solo)
+    info = PodInfo(solo).with_node("n1")
+    assert plugin.permit(None, info, "n1") == (None, 0.0)
+    assert _bind_annotations(plugin, info) == {}

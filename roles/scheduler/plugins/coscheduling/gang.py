@@ -3,7 +3,7 @@
 A pod joins a gang through (first match wins) the label ``pod-group.scheduling.sigs.k8s.io`` (a PodGroup
 CR), the deprecated label ``pod-group.scheduling.sigs.k8s.io/name`` or the annotation
 ``gang.scheduling.koordinator.sh/name``. The gangs of one gang group share a :class:`GangGroupInfo`
-(the once-satisfied flag, the representative pod, the binding members).
+(the once-satisfied flag, the representative pod, the gangs waiting at Permit).
 
 Not thread-safe by itself: :class:`~.plugin.Coscheduling` holds its lock around every use.
 """
@@ -107,7 +107,6 @@ class GangGroupInfo:
         self.group_id = group_id
         self.once_resource_satisfied = False
         self.representative = ""  # pod key of the one pod of the group let into activeQ
-        self.binding_members: set[str] = set()  # uids of the pods allowed together
         self.waiting_gangs: set[str] = set()
 
 

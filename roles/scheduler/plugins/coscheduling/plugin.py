@@ -12,6 +12,10 @@ How a gang group gets scheduled (Koordinator's design, which has no gang-aware Q
   (PostFilter) or is unreserved (a Permit timeout, a bind failure) rejects every waiting member of
   the group; when no member is left to try, the waiting ones are rejected too and the group retries
   with backoff through its (new) representative.
+* The members allowed together are recorded per member at the moment of the allow (see
+  :class:`BindingRounds`): their binding cycles run after the scheduling thread has moved on, and
+  whatever the group does meanwhile (a new round, a rejection, a sibling's Unreserve) must not
+  change what their PreBind writes.
 """
 
 from __future__ import annotations
@@ -54,6 +58,48 @@ def _go_list(items: Iterable[str]) -> str:
     return "[" + " ".join(items) + "]"
 
 
+class BindingRounds:
+    """Which pods were allowed at Permit together, per member: what PreBind writes on each of them.
+
+    Koordinator records the gang group's binding members when the group is allowed and PreBind reads
+    them in each member's binding cycle, which runs on a binder thread after the scheduling thread has
+    gone on. Kept on the group, a new round or a rejection of the group cleared the record before
+    the members' PreBind read it; here each member keeps the (immutable) set it was allowed with.
+
+    A member keeps its set until it is bound or deleted. One whose binding failed keeps it for its retry
+    when that retry is allowed alone (Koordinator records the members only when none are recorded); a
+    later round allowing several members together gives each of them that round's set.
+    Not thread-safe by itself: the plugin's lock guards every use.
+    """
+
+    def __init__(self) -> None:
+        self._members: dict[str, frozenset[str]] = {}  # pod uid -> uids of its allow round
+        self._binding: set[str] = set()  # allowed, binding cycle not over (neither bound nor unreserved)
+
+    def allow(self, uids: Iterable[str]) -> frozenset[str]:
+        """Record one allow: ``uids`` are the group's waiting pods; those already allowed and still in
+        their binding cycle belong to their own round. The new round's members are returned."""
+        members = frozenset(u for u in uids if u not in self._binding)
+        for uid in members:
+            if len(members) > 1 or uid not in self._members:
+                self._members[uid] = members
+        self._binding |= members
+        return members
+
+    def members_of(self, uid: str) -> frozenset[str]:
+        """The members of the round the pod was allowed in (empty: not allowed with a gang)."""
+        return self._members.get(uid, frozenset())
+
+    def unreserved(self, uid: str) -> None:
+        """The pod's binding cycle failed: a later allow may take it into a new round."""
+        self._binding.discard(uid)
+
+    def forget(self, uid: str) -> None:
+        """The pod is bound or gone: nothing to write on it any more."""
+        self._binding.discard(uid)
+        self._members.pop(uid, None)
+
+
 class SchedulingContext:
     """The one gang group being scheduled (Koordinator's GangSchedulingContext)."""
 
@@ -78,6 +124,7 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
         self.gangs: dict[str, Gang] = {}
         self._groups: dict[str, GangGroupInfo] = {}
         self._pod_gang: dict[str, str] = {}  # pod key -> gang id
+        self._rounds = BindingRounds()
         self.context: SchedulingContext | None = None
         self._queue: Any = None
         self._controller: Any = None
@@ -167,6 +214,9 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
         activate: list[dict] = []
         pgs: list[str] = []
         with self._lock:
+            if (pod.get("spec") or {}).get("nodeName"):
+                # Bound (maybe by a binding cycle that reported a failure): its PreBind is behind it.
+                self._rounds.forget(pod_uid(pod))
             previous = self._pod_gang.get(key)
             if previous and previous != gang_id:
                 self._remove_child(previous, key)
@@ -194,6 +244,7 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
         key = pod_key(pod)
         activate: list[dict] = []
         with self._lock:
+            self._rounds.forget(pod_uid(pod))
             gang_id = self._pod_gang.pop(key, None) or gang_id_of(pod)
             if gang_id:
                 gang = self.gangs.get(gang_id)
@@ -341,7 +392,6 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
                 if ctx is None:
                     self.context = SchedulingContext(pod.pod, gang)
                     gang.group_info.representative = ""
-                    gang.group_info.binding_members = set()
                     return None, None
                 ctx.attempted.add(pod.key)
                 if ctx.failed_message:
@@ -416,7 +466,6 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
             gang = self.gangs.get(gid)
             if gang is not None:
                 gang.group_info.waiting_gangs.clear()
-                gang.group_info.binding_members = set()
         fwk = getattr(self.handle, "framework", None)
         waiting = list(getattr(fwk, "waiting_pods", {}).values()) if fwk is not None else []
         n = 0
@@ -503,15 +552,13 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
 
     def _allow_group_locked(self, gang: Gang, pod: PodInfo) -> None:
         group = set(gang.gang_group)
-        info = gang.group_info
-        if not info.binding_members:
-            members = {pod.uid}
-            for gid in group:
-                g = self.gangs.get(gid)
-                if g is not None:
-                    members.update(pod_uid(p) for p in g.waiting.values())
-            info.binding_members = members
-        info.waiting_gangs.clear()
+        uids = [pod.uid]
+        for gid in group:
+            g = self.gangs.get(gid)
+            if g is not None:
+                uids += [pod_uid(p) for p in g.waiting.values()]
+        self._rounds.allow(uids)
+        gang.group_info.waiting_gangs.clear()
         fwk = getattr(self.handle, "framework", None)
         for wp in list(getattr(fwk, "waiting_pods", {}).values()) if fwk is not None else []:
             if gang_id_of(wp.pod.pod) in group:
@@ -524,6 +571,7 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
             if gang is None:
                 return
             gang.del_waiting(pod.pod)
+            self._rounds.unreserved(pod.uid)
             if gang.once_satisfied() or gang.mode != MODE_STRICT:
                 return
             self._reject_group_locked(gang.gang_group,
@@ -536,7 +584,7 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
         with self._lock:
             gang_id = gang_id_of(pod.pod)
             gang = self.gangs.get(gang_id) if gang_id else None
-            members = set(gang.group_info.binding_members) if gang is not None else set()
+            members = self._rounds.members_of(pod.uid) if gang is not None else frozenset()
             group_id = gang.gang_group_id if gang is not None else ""
         annotations = modified.setdefault("metadata", {}).setdefault("annotations", {})
         if len(members) > 1 and pod.uid in members:
@@ -555,6 +603,7 @@ class Coscheduling(PreEnqueuePlugin, PreFilterPlugin, PreFilterTransformer, Post
         with self._lock:
             gang_id = gang_id_of(pod.pod)
             gang = self.gangs.get(gang_id) if gang_id else None
+            self._rounds.forget(pod.uid)
             if gang is None:
                 return
             gang.add_bound(pod.pod)
