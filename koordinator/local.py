@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import koordinator_roles as roles
+from koordinator.atomicfile import write_atomic
 from koordinator.runtime.options import NODE_ROLES, parse_duration, parse_feature_gates, port
 from koordinator.sim.command import gpu_count
 from koordinator_roles import LocalContext, LocalSetup, SimulatedNode
@@ -551,12 +552,7 @@ def write_token_kubeconfig(admin_kubeconfig: Path, token: str, path: Path) -> Pa
     for user in config.get("users") or []:
         user["user"] = {"token": token}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), 0o600)  # O_CREAT leaves a leftover file's mode as it was
-        yaml.safe_dump(config, f, sort_keys=False)
-    tmp.replace(path)
+    write_atomic(path, yaml.safe_dump(config, sort_keys=False), 0o600)
     return path
 
 
@@ -572,9 +568,7 @@ def write_crds(directory: Path) -> int:
         if stale.name not in manifests:
             stale.unlink()
     for name, crd in manifests.items():
-        tmp = directory / f".{name}.tmp"
-        tmp.write_text(yaml.safe_dump(crd, sort_keys=False), encoding="utf-8")
-        tmp.replace(directory / name)
+        write_atomic(directory / name, yaml.safe_dump(crd, sort_keys=False), mode=None)
     return len(manifests)
 
 

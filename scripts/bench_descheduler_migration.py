@@ -54,6 +54,7 @@ from pathlib import Path
 
 import orjson
 import yaml
+from benchhttp import KeepAliveApi
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "bench-migration"
@@ -140,24 +141,8 @@ def job_obj(name: str, pod: str, mode: str) -> dict:
 
 # -- plumbing ------------------------------------------------------------------------------------------------------
 
-class Api:
+class Api(KeepAliveApi):
     """Raw JSON calls on one keep-alive connection per thread."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.local = threading.local()
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        conn.request(method, path, body=orjson.dumps(body) if body is not None else None,
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        data = resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(f"{method} {path}: {resp.status} {data[:300]!r}")
-        return orjson.loads(data) if data else {}
 
     def create_ready_pod(self, pod: dict) -> dict:
         created = self.call("POST", PODS_PATH, pod)

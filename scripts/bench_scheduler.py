@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
+from benchhttp import KeepAliveApi
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -251,26 +252,13 @@ def bench_algorithm(nodes: int, init_pods: int, pods: int, loadaware: bool,
 
 # -- end to end -----------------------------------------------------------------------------------
 
-class Api:
+class Api(KeepAliveApi):
     def __init__(self, port: int) -> None:
-        self.port = port
-        self.local = threading.local()
-
-    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
-        conn.request(method, path, body=orjson.dumps(body) if body is not None else None,
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        data = resp.read()
-        if resp.status >= 300:
-            raise RuntimeError(f"{method} {path}: {resp.status} {data[:300]!r}")
-        return resp.status, data
+        super().__init__(port, timeout=300)
 
     def create_all(self, path_of, objs: list[dict], threads: int = 8) -> None:
         def create(obj: dict) -> None:
-            status, data = self.call("POST", path_of(obj), obj)
+            status, data = self.request("POST", path_of(obj), obj)
             if status >= 300:
                 raise RuntimeError(f"creating {obj['kind']} {obj['metadata']['name']}: {status} {data[:300]!r}")
 
@@ -358,16 +346,15 @@ def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, wor
                 server.stdout.readline()
         port = int(url.rsplit(":", 1)[1])
         api = Api(port)
-        api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        api.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         api.create_all(lambda o: "/api/v1/nodes", [node_obj(i) for i in range(nodes)])
         if loadaware:
             def metric(i: int) -> None:
                 obj, status = node_metric(i, 400 + (i * 37) % 2000, 4 + i % 16)
-                _, data = api.call("POST", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics", obj)
-                created = orjson.loads(data)
+                created = api.call("POST", "/apis/slo.koordinator.sh/v1alpha1/nodemetrics", obj)
                 created["status"] = status
-                api.call("PUT", f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{obj['metadata']['name']}/status",
-                         created)
+                api.request("PUT", f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{obj['metadata']['name']}/status",
+                            created)
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(metric, range(nodes)))
         if mode == FULL_PROFILE_MODE:
@@ -383,8 +370,8 @@ def bench_end_to_end(nodes: int, init_pods: int, pods: int, loadaware: bool, wor
         else:
             measured = [pod_obj(n, None, pod_resources) for n in sorted(names)]
         api.create_all(lambda o: f"/api/v1/namespaces/{NS}/pods", measured)
-        _, data = api.call("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")
-        watch = BindWatch(port, orjson.loads(data)["metadata"]["resourceVersion"], names)
+        rv = api.call("GET", f"/api/v1/namespaces/{NS}/pods?limit=1")["metadata"]["resourceVersion"]
+        watch = BindWatch(port, rv, names)
         config = workdir / "scheduler.yaml"
         config.write_text(config_text(loadaware, mode))
         log = open(workdir / "scheduler.log", "w")

@@ -8,85 +8,39 @@ pods from its informers; the framework dry-run test goes through the real :class
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.descheduler.framework.evictor import EvictorProxy
 from koordinator_roles.descheduler.framework.handle import PluginHandle
-from koordinator_roles.descheduler.framework.interfaces import EvictOptions, EvictPlugin
 from koordinator_roles.descheduler.framework.limiter import EvictionLimiter
 from koordinator_roles.descheduler.plugins import in_tree_registry
 from koordinator_roles.descheduler.plugins.custompriority import CustomPriority, new
 from koordinator_roles.descheduler.plugins.custompriority.args import parse_args
+from tests import descheduler_fixtures as fixtures
+from tests.descheduler_fixtures import (Obj, RecordingEvictor, RecordingEvictPlugin, informers,  # noqa: F401  (fixture)
+                                        pod_index)
 from tests.waiting import wait_until
-
-Obj = dict[str, Any]
 
 ORDER = [{"name": "ondemand", "nodeSelector": {"matchLabels": {"pool": "ondemand"}}},
          {"name": "reserved", "nodeSelector": {"matchLabels": {"pool": "reserved"}}},
          {"name": "spot", "nodeSelector": {"matchLabels": {"pool": "spot"}}}]
 
 
-class RecordingEvictor:
-    """Records evictions; ``refuse`` pods fail Filter, ``fail`` pods fail Evict; ``on_evict`` sees each call."""
-
-    def __init__(self, refuse: Callable[[Obj], bool] = lambda p: False, fail: Callable[[Obj], bool] = lambda p: False,
-                 on_evict: Callable[[Obj], None] = lambda p: None) -> None:
-        self.refuse, self.fail, self.on_evict = refuse, fail, on_evict
-        self.evicted: list[tuple[str, EvictOptions]] = []
-        self.calls = 0
-
-    def filter(self, pod: Obj) -> bool:
-        return not self.refuse(pod)
-
-    def pre_eviction_filter(self, pod: Obj) -> bool:
-        return True
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        self.calls += 1
-        self.on_evict(pod)
-        if self.fail(pod):
-            return False
-        self.evicted.append((pod["metadata"]["name"], options))
-        return True
-
-    def node_limit_exceeded(self, node_name: str) -> bool:
-        return False
-
-    def namespace_limit_exceeded(self, namespace: str) -> bool:
-        return False
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _ in self.evicted]
+def node(name: str, pool: str, **kwargs: Any) -> Obj:
+    return fixtures.node(name, labels={"pool": pool}, **kwargs)
 
 
-def node(name: str, pool: str, cpu: str = "4", memory: str = "8Gi", taints: list | None = None,
-         unschedulable: bool = False) -> Obj:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"pool": pool}},
-            "spec": {"taints": list(taints or []), "unschedulable": unschedulable},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
-
-
-def pod(name: str, node_name: str, cpu: str = "100m", memory: str = "128Mi", ns: str = "default",
-        labels: dict | None = None, phase: str = "Running", **spec: Any) -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {"app": "web"})},
-            "spec": {"nodeName": node_name, "containers": [
-                {"name": "c", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}], **spec},
-            "status": {"phase": phase}}
+def pod(name: str, node_name: str, cpu: str = "100m", memory: str = "128Mi", labels: dict | None = None,
+        **kwargs: Any) -> Obj:
+    return fixtures.pod(name, node_name, cpu=cpu, memory=memory, labels=labels or {"app": "web"}, **kwargs)
 
 
 def run(args: Obj, pods: list[Obj], nodes: list[Obj], evictor: RecordingEvictor | None = None,
         **handle: Any) -> tuple[RecordingEvictor, CustomPriority]:
     evictor = evictor or RecordingEvictor()
-    by_node: dict[str, list[Obj]] = {}
-    for p in pods:
-        by_node.setdefault(p["spec"]["nodeName"], []).append(p)
-    plugin = new({"evictionOrder": ORDER, **args},
-                 PluginHandle(evictor=evictor, pod_index=lambda n: list(by_node.get(n, ())), **handle))
+    plugin = new({"evictionOrder": ORDER, **args}, PluginHandle(evictor=evictor, pod_index=pod_index(pods), **handle))
     assert plugin.balance(nodes) is None
     return evictor, plugin
 
@@ -253,16 +207,7 @@ def test_drain_node_moves_only_evictable_pods_and_stops_a_node_at_a_failed_evict
 
 # -- autoCordon against the embedded API server --------------------------------------------------------------------
 
-@pytest.fixture
-def informers(client):
-    factory = InformerFactory(client)
-    try:
-        yield factory
-    finally:
-        factory.stop(5)
-
-
-def _cluster(client, namespace, informers, evictor, **args: Any):
+def _cluster(client, namespace, informers, evictor, **args: Any):  # noqa: F811
     """Nodes od (3 pods) and sp on the server, pods in the informer cache, a DrainNode plugin with autoCordon."""
     suffix = uuid.uuid4().hex[:6]
     od, sp = node(f"od-{suffix}", "ondemand"), node(f"sp-{suffix}", "spot")
@@ -283,7 +228,7 @@ def _unschedulable(client, name: str) -> bool:
     return bool(client.get("Node", name).get("spec", {}).get("unschedulable"))
 
 
-def test_auto_cordon_cordons_the_drained_node_before_evicting(client, namespace, informers):
+def test_auto_cordon_cordons_the_drained_node_before_evicting(client, namespace, informers):  # noqa: F811
     seen: list[bool] = []
     ev = RecordingEvictor(on_evict=lambda p: seen.append(_unschedulable(client, p["spec"]["nodeName"])))
     plugin, od, sp = _cluster(client, namespace, informers, ev)
@@ -292,7 +237,7 @@ def test_auto_cordon_cordons_the_drained_node_before_evicting(client, namespace,
     assert _unschedulable(client, od["metadata"]["name"]) and not _unschedulable(client, sp["metadata"]["name"])
 
 
-def test_a_failed_eviction_uncordons_the_node(client, namespace, informers):
+def test_a_failed_eviction_uncordons_the_node(client, namespace, informers):  # noqa: F811
     seen: list[bool] = []
     ev = RecordingEvictor(fail=lambda p: p["metadata"]["name"] == "p1",
                           on_evict=lambda p: seen.append(_unschedulable(client, p["spec"]["nodeName"])))
@@ -302,7 +247,7 @@ def test_a_failed_eviction_uncordons_the_node(client, namespace, informers):
     assert not _unschedulable(client, od["metadata"]["name"])
 
 
-def test_a_node_cordoned_before_stays_cordoned_after_a_failed_eviction(client, namespace, informers):
+def test_a_node_cordoned_before_stays_cordoned_after_a_failed_eviction(client, namespace, informers):  # noqa: F811
     ev = RecordingEvictor(fail=lambda p: True)
     plugin, od, sp = _cluster(client, namespace, informers, ev)
     client.patch("Node", od["metadata"]["name"], {"spec": {"unschedulable": True}})
@@ -311,21 +256,10 @@ def test_a_node_cordoned_before_stays_cordoned_after_a_failed_eviction(client, n
     assert ev.calls == 1 and _unschedulable(client, od["metadata"]["name"])
 
 
-class _RecordingEvictPlugin(EvictPlugin):
-    name = "Recorder"
-
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        self.evicted.append(pod["metadata"]["name"])
-        return True
-
-
 @pytest.mark.parametrize("plugin_dry_run", [True, False])
-def test_dry_run_neither_cordons_nor_evicts(client, namespace, informers, plugin_dry_run):
+def test_dry_run_neither_cordons_nor_evicts(client, namespace, informers, plugin_dry_run):  # noqa: F811
     proxy = EvictorProxy(limiter=EvictionLimiter(), dry_run=not plugin_dry_run)
-    recorder = _RecordingEvictPlugin()
+    recorder = RecordingEvictPlugin()
     proxy.evict_plugins.append(recorder)
     plugin, od, sp = _cluster(client, namespace, informers, proxy, dryRun=plugin_dry_run,
                               handle={"dry_run": not plugin_dry_run})

@@ -8,62 +8,23 @@ one (the framework boundary), or the framework's own :class:`EvictorProxy` where
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from koordinator.runtime.componentconfig import default_plugin_args
 from koordinator_roles.descheduler.framework.evictor import EvictorProxy
 from koordinator_roles.descheduler.framework.handle import PluginHandle
-from koordinator_roles.descheduler.framework.interfaces import EvictOptions, EvictPlugin
 from koordinator_roles.descheduler.framework.limiter import EvictionLimiter
 from koordinator_roles.descheduler.plugins import in_tree_registry
 from koordinator_roles.descheduler.plugins.fragmentationaware import NAME, parse_args
 from koordinator_roles.descheduler.plugins.fragmentationaware.imbalance import fractions, imbalance, std
-
-Obj = dict[str, Any]
-
-
-class RecordingEvictor:
-    """Records evictions; ``refuse`` pods fail Filter, ``pre_refuse`` ones PreEvictionFilter."""
-
-    def __init__(self, refuse: Callable[[Obj], bool] = lambda p: False,
-                 pre_refuse: Callable[[Obj], bool] = lambda p: False, full_nodes: tuple[str, ...] = ()) -> None:
-        self.refuse, self.pre_refuse, self.full_nodes = refuse, pre_refuse, full_nodes
-        self.evicted: list[tuple[str, EvictOptions]] = []
-
-    def filter(self, pod: Obj) -> bool:
-        return not self.refuse(pod)
-
-    def pre_eviction_filter(self, pod: Obj) -> bool:
-        return not self.pre_refuse(pod)
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        self.evicted.append((pod["metadata"]["name"], options))
-        return True
-
-    def node_limit_exceeded(self, node_name: str) -> bool:
-        return node_name in self.full_nodes
-
-    def namespace_limit_exceeded(self, namespace: str) -> bool:
-        return False
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _ in self.evicted]
+from tests import descheduler_fixtures as fixtures
+from tests.descheduler_fixtures import Obj, RecordingEvictor, RecordingEvictPlugin, node, pod_index
 
 
-def node(name: str, cpu: str = "4", memory: str = "8Gi", labels: dict | None = None, **extra: str) -> Obj:
-    return {"metadata": {"name": name, "labels": dict(labels or {})}, "spec": {},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", **extra}}}
-
-
-def pod(name: str, node_name: str, cpu: str = "0", memory: str = "0", ns: str = "default",
-        labels: dict | None = None, phase: str = "Running") -> Obj:
-    return {"metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
-            "spec": {"nodeName": node_name, "containers": [
-                {"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
-            "status": {"phase": phase}}
+def pod(name: str, node_name: str, cpu: str = "0", memory: str = "0", **kwargs: Any) -> Obj:
+    return fixtures.pod(name, node_name, cpu=cpu, memory=memory, **kwargs)
 
 
 def skewed(node_name: str, prefix: str = "") -> list[Obj]:
@@ -75,8 +36,7 @@ def skewed(node_name: str, prefix: str = "") -> list[Obj]:
 
 def run(args: dict | None, pods: list[Obj], nodes: list[Obj], evictor: Any = None, dry_run: bool = False):
     """Build the plugin through the registry, run one round; (evictor, plugin)."""
-    handle = PluginHandle(evictor=evictor or RecordingEvictor(), dry_run=dry_run,
-                          pod_index=lambda n: [p for p in pods if p["spec"]["nodeName"] == n])
+    handle = PluginHandle(evictor=evictor or RecordingEvictor(), dry_run=dry_run, pod_index=pod_index(pods))
     plugin = in_tree_registry()[NAME](args, handle)
     assert plugin.balance(nodes) is None
     return handle.evictor, plugin
@@ -214,26 +174,15 @@ def test_paused_and_dry_run_evict_nothing():
     assert evictor.names == [] and [c.pod["metadata"]["name"] for c in plugin.last_round] == ["a"]
 
 
-class _CountingEvictPlugin(EvictPlugin):
-    name = "Counting"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        self.calls.append(pod["metadata"]["name"])
-        return True
-
-
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_through_the_framework_evictor_its_dry_run_changes_nothing(dry_run):
     proxy = EvictorProxy(limiter=EvictionLimiter(max_per_node=1), dry_run=dry_run)
-    counting = _CountingEvictPlugin()
-    proxy.evict_plugins.append(counting)
+    recorder = RecordingEvictPlugin()
+    proxy.evict_plugins.append(recorder)
     nodes = [node("n1"), node("n2")]
     _, plugin = run({}, skewed("n1"), nodes, proxy, dry_run=dry_run)
     assert [c.pod["metadata"]["name"] for c in plugin.last_round] == ["a"]
-    assert counting.calls == ([] if dry_run else ["a"])
+    assert recorder.evicted == ([] if dry_run else ["a"])
     # The framework's per-node limit is now reached on n1: the next round skips it.
     _, plugin = run({}, skewed("n1"), nodes, proxy, dry_run=dry_run)
     assert plugin.last_round == []

@@ -16,13 +16,13 @@ from koordinator.runtime.client import Client
 from koordinator.runtime.informer import InformerFactory
 from koordinator.runtime.kubeconfig import ClusterConfig
 from koordinator_roles.descheduler.framework.handle import PluginHandle
-from koordinator_roles.descheduler.framework.interfaces import EvictOptions
 from koordinator_roles.descheduler.plugins.lownodeload import NAME, LowNodeLoad, new
 from koordinator_roles.descheduler.plugins.lownodeload.args import DEFAULT_NODE_POOL, AnomalyCondition, parse_args
 from koordinator_roles.descheduler.plugins.lownodeload.detector import ANOMALY, OK, AnomalyDetector, DetectorCache
 from koordinator_roles.descheduler.plugins.lownodeload.podorder import sort_pods, usage_fit_score
 from koordinator_roles.descheduler.plugins.lownodeload.thresholds import node_thresholds, normalize
 from koordinator_roles.descheduler.plugins.lownodeload.usage import collect
+from tests import descheduler_fixtures as fixtures
 from tests.waiting import wait_until
 
 NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=timezone.utc)
@@ -78,14 +78,13 @@ def usage_of(pods: list[dict]) -> dict[str, dict[str, str]]:
             for p in pods}
 
 
-class RecordingEvictor:
-    """The Evictor protocol: the default filters' essentials (no DaemonSet, mirror or system-critical pods),
-    pods it refuses, and every eviction asked for."""
+class RecordingEvictor(fixtures.RecordingEvictor):
+    """The shared recording evictor with the default filters' essentials (no DaemonSet, mirror or
+    system-critical pods); the evictions of ``refuse`` pods fail."""
 
     def __init__(self, refuse: set[str] | None = None) -> None:
-        self.refuse = refuse or set()
-        self.evicted: list[tuple[str, EvictOptions]] = []
-        self.attempts: list[str] = []
+        refused = refuse or set()
+        super().__init__(fail=lambda p: p["metadata"]["name"] in refused)
 
     def filter(self, pod: dict) -> bool:
         meta = pod["metadata"]
@@ -94,27 +93,6 @@ class RecordingEvictor:
         if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
             return False
         return (pod["spec"].get("priority") or 0) < 2_000_000_000
-
-    def pre_eviction_filter(self, pod: dict) -> bool:
-        return True
-
-    def evict(self, pod: dict, options: EvictOptions) -> bool:
-        name = pod["metadata"]["name"]
-        self.attempts.append(name)
-        if name in self.refuse:
-            return False
-        self.evicted.append((name, options))
-        return True
-
-    def node_limit_exceeded(self, node_name: str) -> bool:
-        return False
-
-    def namespace_limit_exceeded(self, namespace: str) -> bool:
-        return False
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _ in self.evicted]
 
 
 def offline_informers(nodes: list[dict], pods: list[dict], metrics: list[dict]) -> InformerFactory:

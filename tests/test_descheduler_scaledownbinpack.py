@@ -5,71 +5,25 @@ order, global ranks, CalculateOnly's pod-deletion-cost patches (against the embe
 from __future__ import annotations
 
 import math
-import time
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import pytest
 
 from koordinator.runtime.componentconfig import default_plugin_args
 from koordinator_roles.descheduler.framework.handle import PluginHandle
-from koordinator_roles.descheduler.framework.interfaces import EvictOptions
 from koordinator_roles.descheduler.plugins import in_tree_registry
 from koordinator_roles.descheduler.plugins.scaledownbinpack import NAME, parse_args
 from koordinator_roles.descheduler.plugins.scaledownbinpack.plugin import DELETION_COST, EVICT_REASON, NEVER
 from koordinator_roles.descheduler.plugins.scaledownbinpack.ranking import evacuation_score, weighted_share
+from tests import descheduler_fixtures as fixtures
+from tests.descheduler_fixtures import Obj, RecordingEvictor, ago, node, pod_index
 
-Obj = dict[str, Any]
 WEB = {"podSelectors": [{"name": "web", "selector": {"matchLabels": {"app": "web"}}}]}
 
 
-class RecordingEvictor:
-    """Records evictions; ``refuse`` pods fail Filter; ``fail`` pods fail the eviction itself."""
-
-    def __init__(self, refuse: Callable[[Obj], bool] = lambda p: False,
-                 fail: Callable[[Obj], bool] = lambda p: False) -> None:
-        self.refuse, self.fail = refuse, fail
-        self.evicted: list[tuple[str, EvictOptions]] = []
-
-    def filter(self, pod: Obj) -> bool:
-        return not self.refuse(pod)
-
-    def pre_eviction_filter(self, pod: Obj) -> bool:
-        return True
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        if self.fail(pod):
-            return False
-        self.evicted.append((pod["metadata"]["name"], options))
-        return True
-
-    def node_limit_exceeded(self, node_name: str) -> bool:
-        return False
-
-    def namespace_limit_exceeded(self, namespace: str) -> bool:
-        return False
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _ in self.evicted]
-
-
-def ago(seconds: float) -> str:
-    return datetime.fromtimestamp(time.time() - seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def node(name: str, cpu: str = "4", memory: str = "8Gi", labels: dict | None = None) -> Obj:
-    return {"metadata": {"name": name, "labels": dict(labels or {})}, "spec": {},
-            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}}}
-
-
 def pod(name: str, node_name: str, cpu: str = "1", memory: str = "0", app: str = "web", age: float = 3600,
-        ns: str = "default", phase: str = "Running") -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}, "creationTimestamp": ago(age)},
-            "spec": {"nodeName": node_name, "containers": [
-                {"name": "c", "image": "app:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
-            "status": {"phase": phase}}
+        **kwargs: Any) -> Obj:
+    return fixtures.pod(name, node_name, cpu=cpu, memory=memory, labels={"app": app}, created=age, **kwargs)
 
 
 def cluster() -> tuple[list[Obj], list[Obj]]:
@@ -93,7 +47,7 @@ def pinned(p: Obj) -> bool:
 
 def build(args: dict | None, pods: list[Obj], evictor: Any = None, client: Any = None, dry_run: bool = False):
     handle = PluginHandle(evictor=evictor or RecordingEvictor(refuse=pinned), client=client, dry_run=dry_run,
-                          pod_index=lambda n: [p for p in pods if p["spec"]["nodeName"] == n])
+                          pod_index=pod_index(pods))
     return in_tree_registry()[NAME](args, handle)
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -18,79 +17,27 @@ from koordinator.apis.selectors import parse_label_selector
 from koordinator.runtime.client import Client
 from koordinator.runtime.informer import InformerFactory
 from koordinator_roles.descheduler.framework.handle import PluginHandle
-from koordinator_roles.descheduler.framework.interfaces import EvictOptions
 from koordinator_roles.descheduler.framework.nodefit import NOT_FIT_MESSAGE, fits_any_other_ready_node
 from koordinator_roles.descheduler.plugins import defaultevictor
 from koordinator_roles.descheduler.plugins.upstream import (FACTORIES, duplicates, failedpods, highnodeutilization,
                                                             interpodantiaffinity, lownodeutilization, nodeaffinity,
                                                             nodetaints, podlifetime, topologyspread, toomanyrestarts)
+from tests import descheduler_fixtures as fixtures
+from tests.descheduler_fixtures import Obj, RecordingEvictor, ago, informers, pod_index  # noqa: F401  (fixture)
 from tests.waiting import wait_until
 
-Obj = dict[str, Any]
+
+def node(name: str, labels: dict | None = None, **kwargs: Any) -> Obj:
+    return fixtures.node(name, labels=labels, **kwargs)
 
 
-class RecordingEvictor:
-    """Records evictions; ``refuse`` pods fail Filter; ``node_limit`` mimics the global per-node limiter."""
-
-    def __init__(self, refuse: Callable[[Obj], bool] = lambda p: False, node_limit: int | None = None,
-                 pre_refuse: Callable[[Obj], bool] = lambda p: False) -> None:
-        self.refuse = refuse
-        self.pre_refuse = pre_refuse
-        self.node_limit = node_limit
-        self.evicted: list[tuple[str, EvictOptions]] = []
-        self.per_node: dict[str, int] = {}
-
-    def filter(self, pod: Obj) -> bool:
-        return not self.refuse(pod)
-
-    def pre_eviction_filter(self, pod: Obj) -> bool:
-        return not self.pre_refuse(pod)
-
-    def evict(self, pod: Obj, options: EvictOptions) -> bool:
-        node = pod["spec"].get("nodeName", "")
-        if self.node_limit is not None and self.per_node.get(node, 0) + 1 > self.node_limit:
-            return False
-        self.per_node[node] = self.per_node.get(node, 0) + 1
-        self.evicted.append((pod["metadata"]["name"], options))
-        return True
-
-    def node_limit_exceeded(self, node_name: str) -> bool:
-        return self.node_limit is not None and self.per_node.get(node_name, 0) == self.node_limit
-
-    def namespace_limit_exceeded(self, namespace: str) -> bool:
-        return False
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _ in self.evicted]
-
-
-def ago(seconds: float) -> str:
-    return datetime.fromtimestamp(time.time() - seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def node(name: str, labels: dict | None = None, taints: list | None = None, cpu: str = "4", pods: str = "110",
-         unschedulable: bool = False) -> Obj:
-    return {"metadata": {"name": name, "labels": dict(labels or {})},
-            "spec": {"taints": list(taints or []), "unschedulable": unschedulable},
-            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods}}}
-
-
-def pod(name: str, node_name: str, ns: str = "default", labels: dict | None = None, cpu: str = "100m",
-        owner: tuple[str, str] | None = ("ReplicaSet", "rs"), image: str = "app:1", created: float = 3600,
-        phase: str = "Running", **spec: Any) -> Obj:
-    meta: Obj = {"name": name, "namespace": ns, "labels": dict(labels or {}), "creationTimestamp": ago(created)}
-    if owner:
-        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "apiVersion": "apps/v1", "uid": owner[1]}]
-    return {"metadata": meta,
-            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": image,
-                                                            "resources": {"requests": {"cpu": cpu}}}], **spec},
-            "status": {"phase": phase}}
+def pod(name: str, node_name: str, *, owner: tuple[str, str] | None = ("ReplicaSet", "rs"), created: float = 3600,
+        **kwargs: Any) -> Obj:
+    return fixtures.pod(name, node_name, owner=owner, created=created, **kwargs)
 
 
 def handle_for(pods: list[Obj], evictor: RecordingEvictor | None = None) -> PluginHandle:
-    return PluginHandle(evictor=evictor or RecordingEvictor(),
-                        pod_index=lambda n: [p for p in pods if p["spec"].get("nodeName") == n])
+    return PluginHandle(evictor=evictor or RecordingEvictor(), pod_index=pod_index(pods))
 
 
 def run(module, args: dict | None, pods: list[Obj], nodes: list[Obj],
@@ -518,16 +465,7 @@ def _server_pod(name: str, ns: str, node_name: str, **spec: Any) -> Obj:
             "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "app:1"}], **spec}}
 
 
-@pytest.fixture
-def informers(client):
-    factory = InformerFactory(client)
-    try:
-        yield factory
-    finally:
-        factory.stop(5)
-
-
-def test_node_taints_and_anti_affinity_read_pods_from_the_informer_cache(client, namespace, informers):
+def test_node_taints_and_anti_affinity_read_pods_from_the_informer_cache(client, namespace, informers):  # noqa: F811
     n1, n2 = f"n1-{uuid.uuid4().hex[:6]}", f"n2-{uuid.uuid4().hex[:6]}"
     client.create(_server_pod("intolerant", namespace, n1))
     client.create(_server_pod("tolerant", namespace, n1, tolerations=[{"key": "gpu", "operator": "Exists"}]))
@@ -664,7 +602,7 @@ def test_default_evictor_new_args_errors_name_the_field(args, message):
     assert str(info.value).startswith(message), str(info.value)
 
 
-def test_default_evictor_new_args_values_and_the_informers_they_need():
+def test_default_evictor_new_args_values_and_the_informers_they_need():  # noqa: F811
     a = defaultevictor.DefaultEvictorArgs.parse({"minPodAge": "5m", "minReplicas": 3, "nodeSelector": "pool in (a,b)",
                                                  "nodeFit": True, "ignorePodsWithoutPDB": True})
     assert (a.min_pod_age, a.min_replicas, a.node_selector, a.node_fit, a.ignore_pods_without_pdb) == \
@@ -736,7 +674,7 @@ def _started_pod(api: Client, name: str, ns: str, app: str, owner: str, cpu: str
     return api.update_status({**created, "status": {"phase": "Running", "startTime": ago(started)}})
 
 
-def test_default_evictor_reads_owner_pods_pdbs_and_nodes_from_the_informers(fresh_apiserver):
+def test_default_evictor_reads_owner_pods_pdbs_and_nodes_from_the_informers(fresh_apiserver):  # noqa: F811
     fresh_apiserver.start()
     api = Client.from_kubeconfig(str(fresh_apiserver.kubeconfig), qps=0)
     factory = InformerFactory(api)

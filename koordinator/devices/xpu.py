@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
+
+from koordinator.atomicfile import write_atomic
 
 #: The koordlet's ``--xpu-device-infos-dir`` and the device daemon's ``--prints-output-file`` defaults.
 DEFAULT_DIR = "/var/run/koordlet/xpu-device-infos"
@@ -187,15 +188,4 @@ def write_document(path: str, infos: list[XPUDeviceInfo]) -> None:
     """Write the document to ``path`` atomically (a hidden temp file in the same directory, renamed), 0644."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(to_json(infos))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, to_json(infos), 0o644)

@@ -1,13 +1,14 @@
 """What the component configuration files of the scheduler and the descheduler share (kube's component-base):
-the ``leaderElection`` section's checks, kube's wording of schema errors, plugin args defaulted by their
-schemas, and ``--config`` given as a mounted ConfigMap directory."""
+the ``leaderElection`` section's checks, kube's wording of schema errors, a profile's ``pluginConfig`` with
+plugin args defaulted by their schemas, and ``--config`` given as a mounted ConfigMap directory."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
-from typing import Any, Iterable, Protocol, TypeVar
+from typing import Any, Callable, Iterable, Protocol, TypeVar
 
 from koordinator.apis import schemas
 from koordinator.runtime.options import parse_duration
@@ -119,3 +120,47 @@ def default_plugin_args(document: str, plugin: str, args: dict) -> dict | None:
         candidates, key=lambda s: schemas.version_order(s.version))
     defaulted, _ = schemas.validate_config(chosen.name, args, chosen.version)
     return defaulted
+
+
+def profile_plugin_args(document: str, path: str, entries: list | None, enabled: Iterable[str],
+                        errors: list[str], *, unsupported: Callable[[str], str | None] | None = None,
+                        adjust: Callable[[str, dict], dict] | None = None) -> tuple[dict[str, int], dict[str, dict]]:
+    """One profile's ``pluginConfig`` read as kube's and koord-descheduler's configuration readers do:
+    ``(plugin → index of its pluginConfig entry, plugin → its args)``.
+
+    ``path`` is the profile's (``profiles[i]``); ``enabled`` the plugins enabled somewhere in the profile,
+    whose args are defaulted by their schema in ``document`` even when ``pluginConfig`` omits them. The
+    args lose ``apiVersion`` and ``kind``; ``adjust(plugin, args)`` may then change them (defaulting a
+    schema cannot say). A repeated entry is skipped (the schema reports it); an entry for a plugin that
+    ``unsupported`` gives a reason for, and ``args.kind`` other than ``<plugin>Args``, are appended to
+    ``errors``. A plugin with neither an args schema nor a pluginConfig entry gets no args.
+    """
+    index: dict[str, int] = {}
+    given: dict[str, dict] = {}
+    for j, entry in enumerate(entries or []):
+        plugin, entry_path = entry["name"], f"{path}.pluginConfig[{j}]"
+        if plugin in index:
+            continue  # the repeated entry is a schema error already
+        index[plugin] = j
+        reason = unsupported(plugin) if unsupported else None
+        if reason:
+            errors.append(f'{entry_path}.name: Unsupported value: "{plugin}": {reason}')
+        args = entry.get("args") or {}
+        kind = args.get("kind")
+        if kind is not None and kind != f"{plugin}Args":
+            errors.append(f'{entry_path}.args.kind: Invalid value: "{kind}": must be "{plugin}Args"')
+        given[plugin] = args
+
+    out: dict[str, dict] = {}
+    for plugin in [*enabled, *given]:
+        if plugin in out:
+            continue
+        args = given.get(plugin, {})
+        defaulted = default_plugin_args(document, plugin, args)
+        if defaulted is not None:
+            args = defaulted
+        elif plugin not in given:
+            continue  # no schema and no args: the plugin's factory gets {}
+        args = {k: copy.deepcopy(v) for k, v in args.items() if k not in ("apiVersion", "kind")}
+        out[plugin] = adjust(plugin, args) if adjust else args
+    return index, out

@@ -29,8 +29,8 @@ import yaml
 
 from koordinator.apis.config_documents import validate_document
 from koordinator.apis.selectors import SelectorError, label_selector_from_dict
-from koordinator.runtime.componentconfig import (default_plugin_args, kube_wording, leader_election,
-                                                 merge_plugin_set)
+from koordinator.runtime.componentconfig import (kube_wording, leader_election, merge_plugin_set,
+                                                 profile_plugin_args)
 from koordinator.runtime.options import parse_addr, parse_duration
 
 DOCUMENT = "koord-descheduler-config"
@@ -306,31 +306,15 @@ def _profile(i: int, raw: dict, interval: float, errors: list[str]) -> Profile:
         defaults = [PluginRef(n, f"{path}.plugins.{point}", default=True) for n in DEFAULT_PLUGINS[point]]
         profile.plugins[point] = merge_plugin_set(defaults, enabled, disabled)
 
-    given: dict[str, dict] = {}
-    for j, entry in enumerate(raw.get("pluginConfig") or []):
-        plugin = entry["name"]
-        if plugin in profile.plugin_config_index:
-            continue  # the repeated entry is a schema error already
-        profile.plugin_config_index[plugin] = j
-        args = entry.get("args") or {}
-        kind = args.get("kind")
-        if kind is not None and kind != f"{plugin}Args":
-            errors.append(f'{path}.pluginConfig[{j}].args.kind: Invalid value: "{kind}": must be "{plugin}Args"')
-        given[plugin] = args
-
-    for plugin in [*profile.all_plugin_names(), *given]:
-        if plugin in profile.plugin_args:
-            continue
-        args = given.get(plugin, {})
-        defaulted = default_plugin_args(DOCUMENT, plugin, args)
-        if defaulted is not None:
-            args = defaulted
-        elif plugin not in given:
-            continue  # no schema and no args: the plugin's factory gets {}
-        args = {k: copy.deepcopy(v) for k, v in args.items() if k not in ("apiVersion", "kind")}
+    def adjust(plugin: str, args: dict) -> dict:
         if plugin == LOW_NODE_LOAD:
-            args = convert_low_node_load(_raise_detector_cache_timeout(args, interval))
-        profile.plugin_args[plugin] = args
+            return convert_low_node_load(_raise_detector_cache_timeout(args, interval))
+        return args
+
+    index, args = profile_plugin_args(DOCUMENT, path, raw.get("pluginConfig"), profile.all_plugin_names(), errors,
+                                      adjust=adjust)
+    profile.plugin_config_index.update(index)
+    profile.plugin_args.update(args)
     return profile
 
 

@@ -27,7 +27,6 @@ import ipaddress
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -40,6 +39,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from koordinator.atomicfile import write_atomic
 from koordinator.runtime import errors
 
 log = logging.getLogger("koordinator.manager.certs")
@@ -425,7 +425,7 @@ class CertManager:
         # The key before the certificate: the server reloads once the pair matches again.
         changed = [name for name, data, mode in ((KEY_FILE, a.key, 0o600), (CERT_FILE, a.cert, 0o644),
                                                  (CA_FILE, a.ca_cert, 0o644))
-                   if _write_atomic(os.path.join(directory, name), data, mode)]
+                   if _write_if_changed(os.path.join(directory, name), data, mode)]
         if changed:
             log.info("wrote webhook certificate files dir=%s files=%s", directory, ",".join(changed))
 
@@ -508,7 +508,7 @@ def _changed(old: dict, new: dict) -> bool:
     return (old.get("metadata") or {}).get("resourceVersion") != (new.get("metadata") or {}).get("resourceVersion")
 
 
-def _write_atomic(path: str, data: bytes, mode: int) -> bool:
+def _write_if_changed(path: str, data: bytes, mode: int) -> bool:
     """Write ``data`` to ``path`` via a temporary file and rename, unless it already holds it; True if written."""
     try:
         with open(path, "rb") as f:
@@ -516,19 +516,5 @@ def _write_atomic(path: str, data: bytes, mode: int) -> bool:
                 return False
     except OSError:
         pass
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, data, mode, sync=True)
     return True

@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from koordinator.apis.config_documents import validate_document
-from koordinator.runtime.componentconfig import (default_plugin_args, kube_wording, leader_election,
-                                                 merge_plugin_set)
+from koordinator.runtime.componentconfig import (kube_wording, leader_election, merge_plugin_set,
+                                                 profile_plugin_args)
 
 DOCUMENT = "koord-scheduler-config"
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -348,33 +348,10 @@ def _profile(i: int, raw: dict, registry_names: set[str], not_implemented: dict[
             and all(p.name != "DefaultPreBind" for p in pre_bind)):
         pre_bind.append(PluginRef("DefaultPreBind"))
 
-    configs = raw.get("pluginConfig") or []
-    given_args: dict[str, dict] = {}
-    for j, entry in enumerate(configs):
-        plugin, entry_path = entry["name"], f"{path}.pluginConfig[{j}]"
-        if plugin in profile.plugin_config_index:
-            continue  # the duplicate is a schema error already
-        profile.plugin_config_index[plugin] = j
-        reason = missing(plugin)
-        if reason:
-            errors.append(f'{entry_path}.name: Unsupported value: "{plugin}": {reason}')
-        args = entry.get("args") or {}
-        kind = args.get("kind")
-        if kind is not None and kind != f"{plugin}Args":
-            errors.append(f'{entry_path}.args.kind: Invalid value: "{kind}": must be "{plugin}Args"')
-        given_args[plugin] = args
-
-    for plugin in [*profile.all_plugin_names(), *given_args]:
-        if plugin in profile.plugin_args:
-            continue
-        args = given_args.get(plugin, {})
-        defaulted = default_plugin_args(DOCUMENT, plugin, args)
-        if defaulted is not None:
-            args = _EXTRA_DEFAULTS.get(plugin, _same)(copy.deepcopy(defaulted))
-        elif plugin not in given_args:
-            continue
-        profile.plugin_args[plugin] = {k: copy.deepcopy(v) for k, v in args.items()
-                                       if k not in ("apiVersion", "kind")}
+    index, args = profile_plugin_args(DOCUMENT, path, raw.get("pluginConfig"), profile.all_plugin_names(), errors,
+                                      unsupported=missing, adjust=_extra_defaults)
+    profile.plugin_config_index.update(index)
+    profile.plugin_args.update(args)
 
     _check_required_points(profile, implements, errors)
     return profile
@@ -414,10 +391,6 @@ def _cross_profile_checks(profiles: list[Profile], implements: Implements, error
 
 # Defaulting that a schema default cannot say (it applies only to an absent field): the Go SetDefaults_*.
 
-def _same(args: dict) -> dict:
-    return args
-
-
 def _default_load_aware(args: dict) -> dict:
     if not args.get("usageThresholds"):
         args["usageThresholds"] = {"cpu": 65, "memory": 95}
@@ -443,6 +416,11 @@ _EXTRA_DEFAULTS: dict[str, Callable[[dict], dict]] = {
     "LoadAwareScheduling": _default_load_aware,
     "NodeResourcesFit": _default_node_resources_fit,
 }
+
+
+def _extra_defaults(plugin: str, args: dict) -> dict:
+    extra = _EXTRA_DEFAULTS.get(plugin)
+    return extra(args) if extra else args
 
 
 # -- reloading ------------------------------------------------------------------------------------------
