@@ -8,11 +8,10 @@ when it holds that role's rules, unless
 * it may ``escalate`` the role (``escalate`` on ``roles``/``clusterroles``, for a role write), or
   ``bind`` it (``bind`` on the referenced ``roles``/``clusterroles`` by name, for a binding write).
 
-As in kube, an update that leaves a role's rules (a binding's roleRef) as they were is not
-checked again (that is how the garbage collector and the aggregation controller change metadata
-and aggregated rules), and a ClusterRole with an ``aggregationRule`` needs full authority (its
-rules come from roles yet to be written). The refusal is kube's Forbidden, listing the rules the
-user lacks in kube's compact form.
+As in kube, an update that changes only ``ownerReferences`` or ``finalizers`` (the garbage
+collector's) is not checked, and a ClusterRole with an ``aggregationRule`` (before or after the
+write) needs full authority: its rules come from roles yet to be written. The refusal is kube's
+Forbidden, listing the rules the user lacks in kube's compact form.
 """
 
 from __future__ import annotations
@@ -86,9 +85,14 @@ def missing_rules(owner_rules: list[Obj], wanted: list[Obj]) -> list[Obj]:
     return missing
 
 
+def _go_quote(value: str) -> str:
+    """A string as Go's %q prints it."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _go_strings(values: list[str]) -> str:
     """A []string as Go's %q prints it: ["a" "b"]."""
-    return "[" + " ".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "]"
+    return "[" + " ".join(_go_quote(v) for v in values) + "]"
 
 
 def compact_string(rule: Obj) -> str:
@@ -109,10 +113,6 @@ def _compact(atoms: list[Obj]) -> list[Obj]:
         else:
             merged[key] = {**atom, "verbs": list(atom["verbs"])}
     return list(merged.values())
-
-
-def _go_quote(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # Fields the garbage collector changes and the server sets: an update changing nothing else is not checked.
@@ -173,9 +173,8 @@ class EscalationCheck:
         wanted = self.role_rules(ref, namespace)
         if wanted is None:
             # kube resolves the role before comparing: a missing one is the refusal's reason.
-            raise errors.forbidden(resource, object_name,
-                                   f'{ref_resource or ref.get("kind", "")}.{RBAC_GROUP} {_go_quote(ref.get("name", ""))} '
-                                   "not found", RBAC_GROUP)
+            missing = f'{ref_resource or ref.get("kind", "")}.{RBAC_GROUP} {_go_quote(ref.get("name", ""))}'
+            raise errors.forbidden(resource, object_name, f"{missing} not found", RBAC_GROUP)
         self._confirm(name, groups, namespace, wanted, resource, object_name)
 
     def _confirm(self, user: str, groups: list[str], namespace: str, wanted: list[Obj], resource: str,
