@@ -34,9 +34,30 @@ def test_the_field_tables_are_generated_from_the_pinned_client():
 def test_every_built_in_kind_the_server_serves_is_covered():
     served = {(rt.api_version, rt.kind) for rt in Registry().all() if rt.builtin}
     assert served <= set(builtin_field_tables.KINDS)
+
+    def well_formed(code: str) -> bool:
+        if code[:1] in ("[", "{"):
+            return code[-1] == {"[": "]", "{": "}"}[code[0]] and well_formed(code[1:-1])
+        return code in ("", "s", "i", "b", "f", "t", "y") or code in builtin_field_tables.MODELS
+
     for model in builtin_field_tables.MODELS.values():
         for code in model.values():
-            assert code.strip("[]{}") in builtin_field_tables.MODELS or code == "", code
+            assert well_formed(code), code
+
+
+def test_type_errors_are_worded_as_gos_decoder_words_them():
+    assert builtin_fields.type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": "x"}) == \
+        "json: cannot unmarshal string into Go struct field Role.rules of type []v1.PolicyRule"
+    assert builtin_fields.type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": [{"verbs": 5}]}) == \
+        "json: cannot unmarshal number into Go struct field PolicyRule.rules.verbs of type []string"
+    pod = {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "80"}]}]}}
+    assert builtin_fields.type_error("v1", "Pod", pod) == ("json: cannot unmarshal string into Go struct field "
+                                                          "ContainerPort.spec.containers.ports.containerPort "
+                                                          "of type integer")
+    # Quantities may be numbers; IntOrString takes either; null is the zero value.
+    ok = {"spec": {"replicas": None, "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                   "template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": 1}}}]}}}}
+    assert builtin_fields.type_error("apps/v1", "Deployment", ok) is None
 
 
 def test_prune_names_paths_as_kube_does():

@@ -165,3 +165,16 @@ def test_an_aggregating_cluster_role_needs_cluster_admin(server):
                                "must have cluster-admin privileges to use the aggregationRule")
     as_admin(server, "GET", f"{RBAC}/clusterroles/my-aggregate", expect=404)
     as_admin(server, "POST", f"{RBAC}/clusterroles", aggregating, expect=201)  # the admin may
+
+
+@pytest.mark.parametrize("path,body", [
+    (TEAM_ROLES, {**role("bad-1", []), "rules": "x"}),
+    (TEAM_ROLES, role("bad-2", [{"verbs": 5, "apiGroups": [""], "resources": ["pods"]}])),
+    (TEAM_ROLES, role("bad-3", [5, {"verbs": ["get"], "apiGroups": [""], "resources": [["pods"]]}])),
+    (TEAM_BINDINGS, {**binding("bad-4", "Role", "pod-reader"), "roleRef": "x"}),
+    (TEAM_BINDINGS, {**binding("bad-5", "Role", "pod-reader"), "roleRef": {"kind": ["Role"], "name": {}}}),
+])
+def test_ill_typed_roles_and_bindings_get_a_4xx_and_nothing_is_stored(server, path, body):
+    status, answer, _ = as_carol(server, "POST", path, body)
+    assert 400 <= status < 500, answer
+    as_admin(server, "GET", f"{path}/{body['metadata']['name']}", expect=404)

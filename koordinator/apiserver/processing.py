@@ -93,8 +93,12 @@ class ObjectProcessor:
             unknown += result.unknown_fields
             causes += result.causes
         else:
-            # Like kube-apiserver's decoder, drop the fields the kind does not have, at any depth (else
-            # a merge patch could store e.g. a "spec" in a ConfigMap or a "spec.replicas" in a Service).
+            # Like kube-apiserver's typed decoder: a value of the wrong JSON type is a 400, and the fields
+            # the kind does not have are dropped at any depth (else a merge patch could store e.g. a "spec"
+            # in a ConfigMap or a "spec.replicas" in a Service).
+            detail = builtin_fields.type_error(rt.api_version, rt.kind, obj)
+            if detail:
+                raise errors.cannot_handle(rt.kind, rt.version, detail)
             unknown += builtin_fields.prune_unknown(rt.api_version, rt.kind, obj)
             builtin_defaults.apply_defaults(rt.group, rt.kind, obj, create=old is None)
         if dropped_unknown:

@@ -38,19 +38,28 @@ RulesFor = Callable[[str, Iterable[str], str], tuple[list[Obj], list[str]]]
 Authorize = Callable[[Attributes], bool]
 
 
+def _strings(value: Any) -> list[str]:
+    """The strings of a list; anything else is left for validation, which runs after this check, to refuse."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _rules(value: Any) -> list[Obj]:
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+
+
 def _atoms(rule: Obj) -> Iterable[Obj]:
     """A rule broken into rules of one verb, group, resource (or URL) and name each (kube's BreakdownRule)."""
-    verbs = rule.get("verbs") or []
-    for group in rule.get("apiGroups") or []:
-        for resource in rule.get("resources") or []:
+    verbs = _strings(rule.get("verbs"))
+    for group in _strings(rule.get("apiGroups")):
+        for resource in _strings(rule.get("resources")):
             for verb in verbs:
-                names = rule.get("resourceNames") or [None]
+                names: list[str | None] = [*_strings(rule.get("resourceNames"))] or [None]
                 for name in names:
                     atom = {"apiGroups": [group], "resources": [resource], "verbs": [verb]}
                     if name is not None:
                         atom["resourceNames"] = [name]
                     yield atom
-    for url in rule.get("nonResourceURLs") or []:
+    for url in _strings(rule.get("nonResourceURLs")):
         for verb in verbs:
             yield {"nonResourceURLs": [url], "verbs": [verb]}
 
@@ -156,7 +165,7 @@ class EscalationCheck:
             resource = ROLE_KINDS[kind]
             if self._allowed(name, groups, "escalate", resource, namespace, object_name):
                 return
-            self._confirm(name, groups, namespace, obj.get("rules") or [], resource, object_name)
+            self._confirm(name, groups, namespace, _rules(obj.get("rules")), resource, object_name)
             if kind == "ClusterRole" and (obj.get("aggregationRule") is not None
                                           or (old or {}).get("aggregationRule") is not None):
                 held, _ = self.rules_for(name, groups, "")
@@ -166,7 +175,9 @@ class EscalationCheck:
                                            RBAC_GROUP)
             return
         resource = BINDING_KINDS[kind]
-        ref = obj.get("roleRef") or {}
+        raw_ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
+        # Only well-typed kind and name: the rest is validation's to refuse, after this check.
+        ref = {k: raw_ref[k] for k in ("apiGroup", "kind", "name") if isinstance(raw_ref.get(k), str)}
         ref_resource = ROLE_KINDS.get(ref.get("kind", ""), "")
         if ref_resource and self._allowed(name, groups, "bind", ref_resource, namespace, ref.get("name", "")):
             return
