@@ -196,6 +196,32 @@ def test_aggregation_and_index_rebuild(rbac_api):
     assert authz.authorize(Attributes("root", ("system:masters",), "escalate", True, "x", "v1", "y")).allowed
 
 
+def test_ill_typed_rbac_objects_stored_before_type_checks_break_nobodys_authorization(rbac_api):
+    """A database written by an older server may hold a role whose rules are not a list of rules."""
+    api, authz = rbac_api
+    _create(api, "clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                  "metadata": {"name": "reader"},
+                                  "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    _create(api, "clusterrolebindings", _crb("r", "reader", "u"))
+    for name, obj in [("clusterroles", {"metadata": {"name": "junk"}, "rules": "x"}),
+                      ("clusterroles", {"metadata": {"name": "junk-2"}, "rules": [5, {"verbs": 5}]}),
+                      ("clusterrolebindings", {"metadata": {"name": "junk-b"}, "roleRef": "x", "subjects": "y"}),
+                      ("clusterrolebindings", {"metadata": {"name": "junk-c"},
+                                               "subjects": [{"kind": "User", "name": "u"}],
+                                               "roleRef": {"kind": "ClusterRole", "name": ["junk"]}})]:
+        api.store.put(api.registry.get("rbac.authorization.k8s.io", "v1", name).storage_key,
+                      obj["metadata"]["name"], {"apiVersion": "rbac.authorization.k8s.io/v1", **obj})
+    api.store.commit()
+    for role in ("junk", "junk-2"):
+        _create(api, "clusterrolebindings", _crb(f"b-{role}", role, "u"))
+
+    def allowed(verb):
+        return authz.authorize(Attributes("u", ("system:authenticated",), verb, True, "", "v1", "pods", "",
+                                          "ns", "")).allowed
+
+    assert allowed("get") and not allowed("delete")
+
+
 # -- against a real server process -------------------------------------------------------------
 
 

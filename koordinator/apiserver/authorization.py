@@ -193,6 +193,26 @@ def _subject_keys(subject: Obj, binding_namespace: str) -> str | None:
     return None
 
 
+_RULE_FIELDS = ("verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs")
+
+
+def _clean_rules(rules: Any) -> list[Obj]:
+    """A role's rules with only well-typed fields: an object stored before the server checked types must
+    not make authorization fail for everyone bound to it."""
+    if not isinstance(rules, list):
+        return []
+    return [{k: [x for x in r[k] if isinstance(x, str)] for k in _RULE_FIELDS if isinstance(r.get(k), list)}
+            for r in rules if isinstance(r, dict)]
+
+
+def _dicts(value: Any) -> list[Obj]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _ref(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 class _Index:
     """The RBAC objects of one store state, arranged for lookups by subject."""
 
@@ -205,21 +225,21 @@ class _Index:
         self.cluster_bindings: dict[str, list[tuple[str, Obj]]] = {}
         for name, e in store.items(CLUSTER_ROLE_BINDINGS).items():
             obj = e.obj()
-            for subject in obj.get("subjects") or ():
+            for subject in _dicts(obj.get("subjects")):
                 key = _subject_keys(subject, "")
                 if key:
                     self.cluster_bindings.setdefault(key, []).append(
-                        (f"ClusterRoleBinding {name}", obj.get("roleRef") or {}))
+                        (f"ClusterRoleBinding {name}", _ref(obj.get("roleRef"))))
         # (namespace, subject key) -> [(binding description, roleRef)] of RoleBindings
         self.bindings: dict[tuple[str, str], list[tuple[str, Obj]]] = {}
         for e in store.items(ROLE_BINDINGS).values():
             obj = e.obj()
             ns = obj["metadata"].get("namespace", "")
-            for subject in obj.get("subjects") or ():
+            for subject in _dicts(obj.get("subjects")):
                 key = _subject_keys(subject, ns)
                 if key:
                     self.bindings.setdefault((ns, key), []).append(
-                        (f"RoleBinding {ns}/{obj['metadata']['name']}", obj.get("roleRef") or {}))
+                        (f"RoleBinding {ns}/{obj['metadata']['name']}", _ref(obj.get("roleRef"))))
 
     def _aggregated(self, name: str, seen: set[str]) -> list[Obj]:
         """A ClusterRole's rules; an aggregating one's are those of the ClusterRoles its selectors match.
@@ -229,11 +249,11 @@ class _Index:
         """
         role = self.cluster_roles[name]
         agg = role.get("aggregationRule")
-        if not agg or not agg.get("clusterRoleSelectors"):
-            return list(role.get("rules") or [])
+        if not isinstance(agg, dict) or not agg.get("clusterRoleSelectors"):
+            return _clean_rules(role.get("rules"))
         seen = seen | {name}
         selectors = []
-        for sel in agg.get("clusterRoleSelectors") or ():
+        for sel in _dicts(agg.get("clusterRoleSelectors")):
             try:
                 selectors.append(label_selector_from_dict(sel))
             except SelectorError:
@@ -252,13 +272,15 @@ class _Index:
     def role_rules(self, ref: Obj, namespace: str) -> tuple[list[Obj] | None, str]:
         """The rules a roleRef names, or None and kube's not-found message."""
         kind, name = ref.get("kind"), ref.get("name", "")
+        if not isinstance(name, str):
+            return None, f"roleRef name {name!r} is not a string"
         if kind == "ClusterRole":
             rules = self.cluster_rules.get(name)
             return rules, "" if rules is not None else f'clusterrole.{RBAC_GROUP} "{name}" not found'
         if kind == "Role" and namespace:
             role = self.roles.get(f"{namespace}/{name}")
             if role is not None:
-                return list(role.get("rules") or []), ""
+                return _clean_rules(role.get("rules")), ""
             return None, f'role.{RBAC_GROUP} "{name}" not found'
         return None, f'unknown roleRef kind "{kind}"'
 
