@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from koordinator.apiserver.builtin_field_tables import KINDS, MODELS
+from koordinator.apiserver.validation.decoding import json_type
 
 _TOP_LEVEL = frozenset({"apiVersion", "kind"})
 # Scalar codes -> (accepts this JSON value?, the type messages name). A string field also takes a number:
@@ -97,16 +98,6 @@ def _struct_name(model: str) -> str:
     return m.group(2) if m else model
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
 def _model_error(model: str, value: dict[str, Any], path: str, skip: frozenset[str] = frozenset()) -> str | None:
     known = MODELS[model]
     for name, item in value.items():
@@ -140,4 +131,4 @@ def _value_error(code: str, value: Any, path: str, struct: str) -> str | None:
 
 
 def _mismatch(value: Any, struct: str, path: str, code: str) -> str:
-    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {struct}.{path} of type {go_type(code)}"
+    return f"json: cannot unmarshal {json_type(value)} into Go struct field {struct}.{path} of type {go_type(code)}"

@@ -10,7 +10,8 @@ from koordinator.apis import quantity as qty
 from koordinator.apiserver.validation.causes import Obj, as_dict, as_list
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type Go's decoding errors name for a value ("number", "array", ...)."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -40,7 +41,7 @@ def _check_resource_list(value: Any, go_path: str, owner: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        return (f"json: cannot unmarshal {_json_type(value)} into Go struct field {owner}.{go_path} "
+        return (f"json: cannot unmarshal {json_type(value)} into Go struct field {owner}.{go_path} "
                 f"of type v1.ResourceList")
     for raw in value.values():
         try:
@@ -215,7 +216,7 @@ def _check_meta_times(md: Any) -> str | None:
         if val is None:
             continue
         if not isinstance(val, str):
-            return f"json: cannot unmarshal {_json_type(val)} into Go value of type string"
+            return f"json: cannot unmarshal {json_type(val)} into Go value of type string"
         detail = rfc3339_error(val)
         if detail:
             return detail
@@ -243,11 +244,11 @@ def _check_string_maps(kind: str, obj: Obj) -> str | None:
         go_type = "map[string][]uint8" if fld in ("binaryData",) or (kind, fld) == ("Secret", "data") \
             else "map[string]string"
         if not isinstance(val, dict):
-            return f"json: cannot unmarshal {_json_type(val)} into Go struct field {kind}.{fld} of type {go_type}"
+            return f"json: cannot unmarshal {json_type(val)} into Go struct field {kind}.{fld} of type {go_type}"
         for item in val.values():
             if item is not None and not isinstance(item, str):
                 elem = "[]uint8" if go_type.endswith("[]uint8") else "string"
-                return f"json: cannot unmarshal {_json_type(item)} into Go struct field {kind}.{fld} of type {elem}"
+                return f"json: cannot unmarshal {json_type(item)} into Go struct field {kind}.{fld} of type {elem}"
     return None
 
 
@@ -258,27 +259,27 @@ def _check_meta_types(md: Any, prefix: str) -> str | None:
     for fld, val in md.items():
         if fld in ("generation", "deletionGracePeriodSeconds") and val is not None and (
                 isinstance(val, bool) or not isinstance(val, int)):
-            return f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} of type int64"
+            return f"json: cannot unmarshal {json_type(val)} into Go struct field {prefix}{fld} of type int64"
         if fld == "ownerReferences" and val is not None:
             if not isinstance(val, list):
-                return (f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} "
+                return (f"json: cannot unmarshal {json_type(val)} into Go struct field {prefix}{fld} "
                         "of type []v1.OwnerReference")
             for ref in val:
                 if not isinstance(ref, dict):
-                    return (f"json: cannot unmarshal {_json_type(ref)} into Go struct field {prefix}{fld} "
+                    return (f"json: cannot unmarshal {json_type(ref)} into Go struct field {prefix}{fld} "
                             "of type v1.OwnerReference")
         if fld not in _META_FIELD_TYPES or val is None:
             continue
         go_type, elem_type = _META_FIELD_TYPES[fld]
         if elem_type is None:
             if not isinstance(val, str):
-                return f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} of type {go_type}"
+                return f"json: cannot unmarshal {json_type(val)} into Go struct field {prefix}{fld} of type {go_type}"
             continue
         container = dict if go_type.startswith("map") else list
         if not isinstance(val, container):
-            return f"json: cannot unmarshal {_json_type(val)} into Go struct field {prefix}{fld} of type {go_type}"
+            return f"json: cannot unmarshal {json_type(val)} into Go struct field {prefix}{fld} of type {go_type}"
         for item in (val.values() if container is dict else val):
             if item is not None and not isinstance(item, str):
-                return (f"json: cannot unmarshal {_json_type(item)} into Go struct field {prefix}{fld} "
+                return (f"json: cannot unmarshal {json_type(item)} into Go struct field {prefix}{fld} "
                         f"of type {elem_type}")
     return None
