@@ -45,19 +45,26 @@ def test_every_built_in_kind_the_server_serves_is_covered():
             assert well_formed(code), code
 
 
+def type_error(api_version: str, kind: str, obj: dict) -> str | None:
+    try:
+        builtin_fields.decode(api_version, kind, copy.deepcopy(obj))
+    except builtin_fields.TypeMismatch as err:
+        return str(err)
+    return None
+
+
 def test_type_errors_are_worded_as_gos_decoder_words_them():
-    assert builtin_fields.type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": "x"}) == \
+    assert type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": "x"}) == \
         "json: cannot unmarshal string into Go struct field Role.rules of type []v1.PolicyRule"
-    assert builtin_fields.type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": [{"verbs": 5}]}) == \
+    assert type_error("rbac.authorization.k8s.io/v1", "Role", {"rules": [{"verbs": 5}]}) == \
         "json: cannot unmarshal number into Go struct field PolicyRule.rules.verbs of type []string"
     pod = {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "80"}]}]}}
-    assert builtin_fields.type_error("v1", "Pod", pod) == ("json: cannot unmarshal string into Go struct field "
-                                                          "ContainerPort.spec.containers.ports.containerPort "
-                                                          "of type integer")
+    assert type_error("v1", "Pod", pod) == ("json: cannot unmarshal string into Go struct field "
+                                            "ContainerPort.spec.containers.ports.containerPort of type integer")
     # Quantities may be numbers; IntOrString takes either; null is the zero value.
     ok = {"spec": {"replicas": None, "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
                    "template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": 1}}}]}}}}
-    assert builtin_fields.type_error("apps/v1", "Deployment", ok) is None
+    assert type_error("apps/v1", "Deployment", ok) is None
 
 
 def test_prune_names_paths_as_kube_does():
@@ -67,7 +74,7 @@ def test_prune_names_paths_as_kube_does():
                                                              "resources": {"limits": {"cpu": "1"}, "max": 1}}],
                  "volumes": [{"name": "v", "awsElasticBlockStore": {"volumeID": "vol", "anything": 1}}]}}},
         "status": {"replicas": 0}}
-    unknown = builtin_fields.prune_unknown("apps/v1", "Deployment", deployment)
+    unknown = builtin_fields.decode("apps/v1", "Deployment", deployment)
     assert unknown == ["spec.bogus", "spec.template.metadata.colour",
                        "spec.template.spec.containers[1].imagePullPolicyx",
                        "spec.template.spec.containers[1].resources.max",
@@ -77,9 +84,10 @@ def test_prune_names_paths_as_kube_does():
     assert "anything" not in deployment["spec"]["template"]["spec"]["volumes"][0]["awsElasticBlockStore"]
 
 
-def test_wrongly_typed_values_are_left_for_validation():
-    pod = {"spec": {"containers": "not-a-list", "affinity": ["not", "an", "object"]}}
-    assert builtin_fields.prune_unknown("v1", "Pod", copy.deepcopy(pod)) == []
+def test_a_wrongly_typed_value_is_found_before_an_unknown_field_after_it_counts():
+    pod = {"spec": {"containers": "not-a-list", "bogus": 1, "affinity": ["not", "an", "object"]}}
+    assert type_error("v1", "Pod", pod) == \
+        "json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type []v1.Container"
 
 
 @pytest.fixture(scope="module")

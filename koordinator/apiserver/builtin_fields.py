@@ -32,20 +32,27 @@ _SCALARS = {
 _MODEL_NAME = re.compile(r"^(?:[A-Z][a-z]+)?(V\d+(?:alpha\d+|beta\d+)?)(\w+)$")
 
 
-def prune_unknown(api_version: str, kind: str, obj: dict[str, Any]) -> list[str]:
-    """Drop from ``obj`` (in place) every field its kind does not have; their paths, as kube names them
-    (``spec.template.spec.containers[0].foo``). A kind the tables do not cover is left alone."""
+class TypeMismatch(ValueError):
+    """A value of the wrong JSON type, worded as Go's decoder words it."""
+
+
+def decode(api_version: str, kind: str, obj: dict[str, Any]) -> list[str]:
+    """Decode ``obj`` as its kind's Go struct would be, in one walk: TypeMismatch for the first value of the
+    wrong JSON type (in document order), else drop every field the kind does not have (in place) and return
+    their paths as kube names them (``spec.template.spec.containers[0].foo``). A kind the tables do not
+    cover is left alone."""
     model = KINDS.get((api_version, kind))
     if model is None:
         return []
     unknown: list[str] = []
-    _prune_model(model, obj, "", unknown, skip=_TOP_LEVEL)
+    _decode_model(model, obj, "", "", unknown, skip=_TOP_LEVEL)
     return unknown
 
 
-def _prune_model(model: str, value: dict[str, Any], path: str, unknown: list[str],
-                 skip: frozenset[str] = frozenset()) -> None:
+def _decode_model(model: str, value: dict[str, Any], path: str, go_path: str, unknown: list[str],
+                  skip: frozenset[str] = frozenset()) -> None:
     known = MODELS[model]
+    struct = _struct_name(model)
     for name in list(value):
         if name in skip:
             continue
@@ -54,37 +61,39 @@ def _prune_model(model: str, value: dict[str, Any], path: str, unknown: list[str
             del value[name]
             unknown.append(where)
         else:
-            _prune_value(known[name], value[name], where, unknown)
+            # Go names the innermost struct and the whole field path, without indexes or map keys.
+            _decode_value(known[name], value[name], where, f"{go_path}.{name}" if go_path else name, struct,
+                          unknown)
 
 
-def _prune_value(code: str, value: Any, path: str, unknown: list[str]) -> None:
-    # A wrongly typed value is refused by type_error before this runs; scalars have nothing below them.
+def _decode_value(code: str, value: Any, path: str, go_path: str, struct: str, unknown: list[str]) -> None:
+    if value is None or code == "":
+        return  # JSON null decodes to the zero value; free-form takes anything
     if code[:1] == "[":
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                _prune_value(code[1:-1], item, f"{path}[{i}]", unknown)
+        if not isinstance(value, list):
+            raise TypeMismatch(_mismatch(value, struct, go_path, code))
+        for i, item in enumerate(value):
+            _decode_value(code[1:-1], item, f"{path}[{i}]", go_path, struct, unknown)
     elif code[:1] == "{":
-        if isinstance(value, dict):
-            for key, item in value.items():
-                _prune_value(code[1:-1], item, f"{path}[{key}]", unknown)
-    elif code in MODELS and isinstance(value, dict):
-        _prune_model(code, value, path, unknown)
+        if not isinstance(value, dict):
+            raise TypeMismatch(_mismatch(value, struct, go_path, code))
+        for key, item in value.items():
+            _decode_value(code[1:-1], item, f"{path}[{key}]", go_path, struct, unknown)
+    elif code in _SCALARS:
+        if not _SCALARS[code][0](value):
+            raise TypeMismatch(_mismatch(value, struct, go_path, code))
+    elif not isinstance(value, dict):
+        raise TypeMismatch(_mismatch(value, struct, go_path, code))
+    else:
+        _decode_model(code, value, path, go_path, unknown)
 
 
-def type_error(api_version: str, kind: str, obj: dict[str, Any]) -> str | None:
-    """The first value of the wrong JSON type in ``obj``, worded as Go's decoder words it, or None."""
-    model = KINDS.get((api_version, kind))
-    if model is None:
-        return None
-    return _model_error(model, obj, "", skip=_TOP_LEVEL)
-
-
-def go_type(code: str) -> str:
+def _go_type(code: str) -> str:
     """The Go type a field code stands for (``[]v1.PolicyRule``, ``map[string]string``)."""
     if code[:1] == "[":
-        return "[]" + go_type(code[1:-1])
+        return "[]" + _go_type(code[1:-1])
     if code[:1] == "{":
-        return "map[string]" + go_type(code[1:-1])
+        return "map[string]" + _go_type(code[1:-1])
     if code in _SCALARS:
         return _SCALARS[code][1]
     if not code:
@@ -98,37 +107,5 @@ def _struct_name(model: str) -> str:
     return m.group(2) if m else model
 
 
-def _model_error(model: str, value: dict[str, Any], path: str, skip: frozenset[str] = frozenset()) -> str | None:
-    known = MODELS[model]
-    for name, item in value.items():
-        if name in skip or name not in known or item is None:
-            continue
-        # Go names the innermost struct and the whole field path, without indexes or map keys.
-        where = f"{path}.{name}" if path else name
-        error = _value_error(known[name], item, where, _struct_name(model))
-        if error:
-            return error
-    return None
-
-
-def _value_error(code: str, value: Any, path: str, struct: str) -> str | None:
-    if value is None or code == "":
-        return None  # JSON null decodes to the zero value; free-form takes anything
-    if code[:1] in "[{":
-        container, items = (list, value) if code[0] == "[" else (dict, value.values() if isinstance(value, dict) else ())
-        if not isinstance(value, container):
-            return _mismatch(value, struct, path, code)
-        for item in items:
-            error = _value_error(code[1:-1], item, path, struct)
-            if error:
-                return error
-        return None
-    if code in _SCALARS:
-        return None if _SCALARS[code][0](value) else _mismatch(value, struct, path, code)
-    if not isinstance(value, dict):
-        return _mismatch(value, struct, path, code)
-    return _model_error(code, value, path)
-
-
 def _mismatch(value: Any, struct: str, path: str, code: str) -> str:
-    return f"json: cannot unmarshal {json_type(value)} into Go struct field {struct}.{path} of type {go_type(code)}"
+    return f"json: cannot unmarshal {json_type(value)} into Go struct field {struct}.{path} of type {_go_type(code)}"

@@ -96,10 +96,10 @@ class ObjectProcessor:
             # Like kube-apiserver's typed decoder: a value of the wrong JSON type is a 400, and the fields
             # the kind does not have are dropped at any depth (else a merge patch could store e.g. a "spec"
             # in a ConfigMap or a "spec.replicas" in a Service).
-            detail = builtin_fields.type_error(rt.api_version, rt.kind, obj)
-            if detail:
-                raise errors.cannot_handle(rt.kind, rt.version, detail)
-            unknown += builtin_fields.prune_unknown(rt.api_version, rt.kind, obj)
+            try:
+                unknown += builtin_fields.decode(rt.api_version, rt.kind, obj)
+            except builtin_fields.TypeMismatch as err:
+                raise errors.cannot_handle(rt.kind, rt.version, str(err)) from None
             builtin_defaults.apply_defaults(rt.group, rt.kind, obj, create=old is None)
         if dropped_unknown:
             unknown += dropped_unknown
