@@ -20,7 +20,7 @@ import socket
 import time
 from typing import Callable
 
-from tests.tcp_proxy import TcpProxy, _close
+from tests.tcp_proxy import TcpProxy
 
 _POLL = 0.05
 _REQUEST = re.compile(rb"(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (\S+) HTTP/1\.[01]\r\n")
@@ -108,13 +108,7 @@ class HttpTap(TcpProxy):
         except (OSError, ValueError):
             return
         finally:
-            with self._lock:
-                self._sockets.discard(client)
-                if upstream is not None:
-                    self._sockets.discard(upstream)
-            _close(client)
-            if upstream is not None:
-                _close(upstream)
+            self._release(client, upstream)
 
 
 def _created_name(rest: bytes) -> str | None:

@@ -126,13 +126,17 @@ class TcpProxy:
         except (OSError, ValueError):
             return
         finally:
-            with self._lock:
-                self._sockets.discard(client)
-                if upstream is not None:
-                    self._sockets.discard(upstream)
-            _close(client)
+            self._release(client, upstream)
+
+    def _release(self, client: socket.socket, upstream: socket.socket | None) -> None:
+        """Forget and close a connection's two sockets (``upstream`` None: never connected)."""
+        with self._lock:
+            self._sockets.discard(client)
             if upstream is not None:
-                _close(upstream)
+                self._sockets.discard(upstream)
+        _close(client)
+        if upstream is not None:
+            _close(upstream)
 
 
 def _close(sock: socket.socket) -> None:

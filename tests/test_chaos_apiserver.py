@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -13,18 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.script_modules import script_module
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "scripts"
 
 
 @pytest.fixture(scope="module")
 def chaos():
     """scripts/chaos_apiserver.py, imported as the driver imports it."""
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("chaos_apiserver")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    with script_module("chaos_apiserver") as module:
+        yield module
 
 
 def test_kill9_under_writes_loses_no_acknowledged_write(chaos):
@@ -105,29 +102,24 @@ def test_fuzz_rejects_what_the_server_used_to_store_or_500(chaos, tmp_path):
 
 
 def test_driver_lists_the_cases_and_rejects_an_unknown_one():
-    listed = subprocess.run([sys.executable, str(SCRIPTS / "chaos.py"), "--list"], capture_output=True, text=True,
+    listed = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--list"], capture_output=True, text=True,
                             timeout=60, cwd=ROOT)
     assert listed.returncode == 0, listed.stderr
     names = listed.stdout.split()
     assert {"apiserver-kill9-under-writes", "watch-disconnects", "fuzz-requests"} <= set(names)
-    bad = subprocess.run([sys.executable, str(SCRIPTS / "chaos.py"), "--case", "nope"], capture_output=True,
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--case", "nope"], capture_output=True,
                          text=True, timeout=60, cwd=ROOT)
     assert bad.returncode == 2 and "--case: Unsupported value: 'nope'" in bad.stderr
 
 
 def test_driver_prints_one_json_document_and_reports_a_failing_case(monkeypatch, capsys):
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        driver = importlib.import_module("chaos")
-    finally:
-        sys.path.remove(str(SCRIPTS))
-
     def broken(*, quick: bool) -> dict:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(driver, "collect", lambda: {"passes": lambda *, quick: {"n": 1, "ok": quick},
-                                                     "breaks": broken})
-    assert driver.main(["--quick"]) == 1
+    with script_module("chaos") as driver:
+        monkeypatch.setattr(driver, "collect", lambda: {"passes": lambda *, quick: {"n": 1, "ok": quick},
+                                                         "breaks": broken})
+        assert driver.main(["--quick"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False
     assert doc["cases"]["passes"]["ok"] is True and doc["cases"]["passes"]["n"] == 1

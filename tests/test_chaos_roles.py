@@ -7,22 +7,16 @@ gang of 3 with a 3 s waiting time for the scheduler.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+from tests.script_modules import script_module
 
 
 @pytest.fixture(scope="module")
 def chaos():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        yield importlib.import_module("chaos_roles")
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    """scripts/chaos_roles.py, imported as the driver imports it."""
+    with script_module("chaos_roles") as module:
+        yield module
 
 
 def test_manager_leader_kill9_other_takes_over_and_no_object_has_two_writers(chaos):
