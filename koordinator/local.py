@@ -783,7 +783,10 @@ class LocalCluster:
             token = mint_token(client, SYSTEM_NAMESPACE, account)
             self.role_kubeconfigs[role] = write_token_kubeconfig(self.kubeconfig, token,
                                                                  directory / f"{role}.kubeconfig")
+        started = {CONTROLLERS: self.config.controllers, SIMULATOR: self.config.nodes > 0}
         for stand_in, account in STAND_IN_SERVICE_ACCOUNTS.items():
+            if not started[stand_in]:
+                continue
             token = mint_token(client, STAND_IN_NAMESPACE, account)
             self.role_kubeconfigs[stand_in] = write_token_kubeconfig(self.kubeconfig, token,
                                                                      directory / f"{stand_in}.kubeconfig")
